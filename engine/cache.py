@@ -1,0 +1,137 @@
+"""Prefix cache over the block pool: hot cursors and warm encoder prefixes with separate TTLs.
+
+An entry remembers a committed token prefix and the blocks holding its rows. While `now <
+hot_until` the whole cursor is usable (every row and the next-token logits): restoring costs no
+model rows. After that, until `warm_until`, only the encoder side (encoder K/V, source, shared
+K/V) is trusted, and the consumers are replayed over it. Entries are keyed by the models'
+identities and the recovery layout, so changed weights or a bounded layout never reuse state.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+
+
+@dataclass
+class CacheEntry:
+    tokens: tuple[int, ...]
+    blocks: list[int]
+    key: str  # models + layout this entry's rows belong to
+    hot_until: float
+    warm_until: float
+    published_at: float
+
+    def is_hot(self, now: float) -> bool:
+        return now < self.hot_until
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Outcome of a prefix lookup: which entry, how many positions, and why."""
+
+    cache: str  # "hot" | "warm" | "cold"
+    reused: int
+    entry: CacheEntry | None
+    reason: str
+
+
+def _fmt(t: float) -> str:
+    return f"t={t:g}"
+
+
+class PrefixCache:
+    def __init__(self, *, capacity: int) -> None:
+        self.capacity = capacity
+        self.entries: OrderedDict[tuple[str, tuple[int, ...]], CacheEntry] = OrderedDict()
+
+    def copy(self) -> PrefixCache:
+        other = PrefixCache(capacity=self.capacity)
+        other.entries = OrderedDict((k, replace(e, blocks=list(e.blocks))) for k, e in self.items())
+        return other
+
+    def items(self) -> list[tuple[tuple[str, tuple[int, ...]], CacheEntry]]:
+        return list(self.entries.items())
+
+    def blocks(self) -> set[int]:
+        return {b for entry in self.entries.values() for b in entry.blocks}
+
+    def publish(
+        self, key: str, tokens: tuple[int, ...], blocks: list[int], *, now: float, ttls: tuple
+    ) -> tuple[CacheEntry | None, CacheEntry | None]:
+        """Add or refresh an entry. Returns (new entry or None if refreshed, evicted entry)."""
+        state_ttl, prefix_ttl = ttls
+        index = (key, tokens)
+        existing = self.entries.get(index)
+        if existing is not None:
+            existing.hot_until = now + state_ttl
+            existing.warm_until = now + prefix_ttl
+            existing.published_at = now
+            self.entries.move_to_end(index)
+            return None, None
+        evicted = None
+        if len(self.entries) >= self.capacity:
+            _, evicted = self.entries.popitem(last=False)
+        entry = CacheEntry(tokens, list(blocks), key, now + state_ttl, now + prefix_ttl, now)
+        self.entries[index] = entry
+        return entry, evicted
+
+    def expire(self, now: float) -> list[CacheEntry]:
+        """Drop entries whose encoder prefix has expired; the caller releases their blocks."""
+        gone = [index for index, e in self.entries.items() if now >= e.warm_until]
+        return [self.entries.pop(index) for index in gone]
+
+    def evict_lru(self) -> CacheEntry | None:
+        if not self.entries:
+            return None
+        return self.entries.popitem(last=False)[1]
+
+    def lookup(self, key: str, wanted: tuple[int, ...], *, now: float, exact: bool) -> Lookup:
+        """Longest usable cached prefix of `wanted` (hot preferred on a tie).
+
+        In exact mode any prefix of an entry is usable, because a row depends only on the tokens
+        at or before it. A bounded layout's rows depend on where its restore started, so there
+        only an entry whose whole prefix matches is usable.
+        """
+        best: tuple[int, int, CacheEntry] | None = None
+        expired_hot: CacheEntry | None = None
+        for (entry_key, tokens), entry in self.entries.items():
+            if entry_key != key or now >= entry.warm_until:
+                continue
+            common = _common_prefix(tokens, wanted)
+            if not exact and common != len(tokens):
+                continue
+            if common == 0:
+                continue
+            hot = entry.is_hot(now)
+            rank = (common, int(hot))
+            if best is None or rank > best[:2]:
+                best = (common, int(hot), entry)
+            if not hot and (expired_hot is None or entry.hot_until > expired_hot.hot_until):
+                expired_hot = entry
+        if best is None:
+            return Lookup("cold", 0, None, "no live cached prefix for these tokens")
+        common, hot, entry = best
+        self.entries.move_to_end((entry.key, entry.tokens))
+        if hot:
+            return Lookup(
+                "hot",
+                common,
+                entry,
+                f"hot cursor over {common} positions, alive until {_fmt(entry.hot_until)}",
+            )
+        return Lookup(
+            "warm",
+            common,
+            entry,
+            f"hot cursor expired at {_fmt(entry.hot_until)}; encoder prefix of {common} "
+            f"positions alive until {_fmt(entry.warm_until)}",
+        )
+
+
+def _common_prefix(left: tuple[int, ...], right: tuple[int, ...]) -> int:
+    n = min(len(left), len(right))
+    for i in range(n):
+        if left[i] != right[i]:
+            return i
+    return n

@@ -1,0 +1,117 @@
+"""EngineConfig and Result: the engine's plain, validated data types."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .draft import validate_cost_curve
+from .model import RECOVERY_MODES
+
+FINISH_REASONS = ("stop", "length", "cancelled", "error")
+
+
+def _check_int(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        qualifier = "positive" if minimum == 1 else f">= {minimum}"
+        raise ValueError(f"{name} must be a {qualifier} integer, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Scheduling, speculation, paging, caching and history settings (validated, frozen)."""
+
+    max_batch_tokens: int = 16  # verified positions per round, all requests together
+    max_active: int = 4  # requests admitted per round
+    draft_width: int = 4  # deepest draft node
+    draft_branching: int = 1  # children per expanded node; 1 = a chain
+    max_draft_nodes: int = 16  # non-root nodes per request per round
+    block_size: int = 16
+    num_blocks: int = 256
+    state_ttl: float = 3.0  # hot cursor lifetime (seconds of the injected clock)
+    prefix_ttl: float = 100.0  # warm encoder-prefix lifetime
+    recovery_mode: str = "exact"
+    keep: int = 8  # bounded recovery: positions whose consumers are replayed
+    cost_curve: tuple[tuple[int, float], ...] | None = None  # synthetic (graph size, cost)
+    cache_capacity: int = 64  # prefix-cache entries
+    undo_depth: int = 64  # rounds that undo() can rewind
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_batch_tokens",
+            "max_active",
+            "draft_width",
+            "draft_branching",
+            "max_draft_nodes",
+            "block_size",
+            "num_blocks",
+            "keep",
+            "cache_capacity",
+        ):
+            _check_int(name, getattr(self, name), 1)
+        _check_int("undo_depth", self.undo_depth, 0)
+        for name in ("state_ttl", "prefix_ttl"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be finite and positive, got {value!r}")
+            object.__setattr__(self, name, float(value))
+        if self.recovery_mode not in RECOVERY_MODES:
+            raise ValueError(
+                f"unknown recovery_mode {self.recovery_mode!r}; use one of {', '.join(RECOVERY_MODES)}"
+            )
+        curve = None
+        if self.cost_curve is not None:
+            curve = validate_cost_curve(self.cost_curve, self.max_batch_tokens) or None
+        object.__setattr__(self, "cost_curve", curve)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if data["cost_curve"] is not None:
+            data["cost_curve"] = [list(p) for p in data["cost_curve"]]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config field(s): {', '.join(unknown)}")
+        values = dict(data)
+        if values.get("cost_curve") is not None:
+            values["cost_curve"] = tuple(tuple(p) for p in values["cost_curve"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Result:
+    request_id: str
+    prompt: tuple[int, ...]
+    tokens: tuple[int, ...]
+    finish_reason: str
+    error: str | None = None
+    accepted_drafts: int = 0
+    proposed_drafts: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "prompt": list(self.prompt),
+            "tokens": list(self.tokens),
+            "finish_reason": self.finish_reason,
+            "error": self.error,
+            "accepted_drafts": self.accepted_drafts,
+            "proposed_drafts": self.proposed_drafts,
+        }
+
+
+class RequestError(RuntimeError):
+    """Raised by `run()` after healthy requests drained, when some finished with an error."""
+
+    def __init__(self, results: list[Result]) -> None:
+        self.results = results
+        failed = [f"{r.request_id}: {r.error}" for r in results if r.finish_reason == "error"]
+        super().__init__("requests failed: " + "; ".join(failed))

@@ -1,0 +1,1064 @@
+"""The request lifecycle: submit -> admit -> restore -> draft -> budget -> verify -> commit.
+
+Each request keeps its committed tokens (prompt + generated). The last committed token is
+*pending*: its rows are computed as the root of the next round's verification, so one target
+forward per round both extends the committed state and checks the draft tree. The request's
+`cursors[role]` say how many leading positions have stored rows in the pool: the encoder side
+(encoder K/V, source, shared K/V) and the consumer side (local K/V, logits) separately, because
+a warm restore has the first without the second.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .cache import CacheEntry, PrefixCache
+from .config import EngineConfig, RequestError, Result
+from .draft import (
+    ROOT,
+    DraftTree,
+    accept,
+    best_nodes,
+    choose_budget,
+    expand,
+    select_nodes,
+)
+from .kv import BlockPool
+from .model import RowBatchItem, Rows, State, TinyModel
+
+Event = dict[str, Any]
+ROLES = ("target", "draft")
+
+
+@dataclass
+class Request:
+    request_id: str
+    prompt: tuple[int, ...]
+    max_tokens: int
+    eos_id: int | None
+    tokens: list[int]
+    status: str = "queued"  # queued | running | finished
+    finish_reason: str | None = None
+    error: str | None = None
+    table: list[int] = field(default_factory=list)
+    cursors: dict[str, list[int]] = field(default_factory=dict)  # role -> [encoder, consumer]
+    admitted: int = 0  # admission order; 0 = holds no rows
+    fresh: bool = False  # admitted this round: publish its prefix after the round
+    local_lower: int = 0
+    consumer_from: int = 0
+    restore: dict[str, Any] | None = None
+    accepted: int = 0
+    proposed: int = 0
+    confidences: list[float] = field(default_factory=list)
+    tree: dict[str, Any] | None = None
+    last_commit: dict[str, Any] | None = None
+    final: tuple[Rows, int] | None = None  # rows [0, cursor) copied out at finish, cursor
+    preemptions: int = 0
+
+    @property
+    def generated(self) -> int:
+        return len(self.tokens) - len(self.prompt)
+
+    @property
+    def remaining(self) -> int:
+        return self.max_tokens - self.generated
+
+    def copy(self) -> Request:
+        return replace(
+            self,
+            tokens=list(self.tokens),
+            table=list(self.table),
+            cursors={role: list(c) for role, c in self.cursors.items()},
+            confidences=list(self.confidences),
+        )
+
+
+@dataclass
+class _Checkpoint:
+    """Everything step() may change, taken before it runs (arrays by reference, not copied)."""
+
+    tick: int
+    requests: dict[str, Request]
+    queue: list[str]
+    order: list[str]
+    delivered: set[str]
+    cache: PrefixCache
+    counters: dict[str, int]
+    trace_length: int
+    refcount: np.ndarray
+    free: np.ndarray
+    block_hash: list[str | None]
+    admissions: int
+    released_after: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Plan:
+    """One admitted request's work in the current round."""
+
+    request: Request
+    tree: DraftTree
+    draft_rows: dict[int, int] = field(default_factory=dict)  # tree node -> draft row index
+    draft_item: RowBatchItem | None = None
+    draft_out: Rows | None = None
+    selected: list[int] = field(default_factory=list)
+    item: RowBatchItem | None = None
+    new_blocks: list[int] = field(default_factory=list)
+    frontier: list[int] = field(default_factory=list)  # newest draft nodes, to expand next
+    draft_replay: int = 0  # leading draft rows that were consumer-only replays
+    target_rows: dict[int, int] = field(default_factory=dict)  # tree node -> target row
+
+
+class Engine:
+    """A paged, prefix-caching, speculative inference engine over TinyModel."""
+
+    def __init__(
+        self,
+        target: TinyModel | None = None,
+        draft: TinyModel | None = None,
+        *,
+        config: EngineConfig | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.target = target if target is not None else TinyModel()
+        self.draft = draft
+        self.config = config if config is not None else EngineConfig()
+        if not isinstance(self.config, EngineConfig):
+            raise ValueError("config must be an EngineConfig")
+        if draft is not None:
+            if draft.vocab_size != self.target.vocab_size:
+                raise ValueError("target and draft must share a vocabulary")
+        if self.config.recovery_mode != "exact":
+            for model in self.models.values():
+                if model.window > self.config.keep:
+                    raise ValueError(
+                        f"keep={self.config.keep} must cover the local window ({model.window})"
+                    )
+        if clock is None:
+            start = time.monotonic()
+            self._clock: Callable[[], float] = lambda: time.monotonic() - start
+        elif not callable(clock):
+            raise ValueError("clock must be a callable returning seconds")
+        else:
+            self._clock = clock
+        self.pool = BlockPool(
+            self.models, num_blocks=self.config.num_blocks, block_size=self.config.block_size
+        )
+        self.cache = PrefixCache(capacity=self.config.cache_capacity)
+        self.requests: dict[str, Request] = {}
+        self._order: list[str] = []  # finish order, for run()'s delivery
+        self._delivered: set[str] = set()
+        self._queue: deque[str] = deque()
+        self._history: deque[_Checkpoint] = deque()
+        self._admissions = 0
+        self.trace: list[Event] = []
+        self.tick = 0
+        self.counters = dict.fromkeys(
+            (
+                "hot",
+                "warm",
+                "cold",
+                "proposed",
+                "accepted",
+                "target_forwards",
+                "draft_forwards",
+                "encoder_rows",
+                "consumer_rows",
+                "draft_rows",
+                "preemptions",
+                "evictions",
+                "committed_tokens",
+                "rolled_back_positions",
+            ),
+            0,
+        )
+
+    # -- public API -------------------------------------------------------------------------
+
+    @property
+    def models(self) -> dict[str, TinyModel]:
+        models = {"target": self.target}
+        if self.draft is not None:
+            models["draft"] = self.draft
+        return models
+
+    def now(self) -> float:
+        value = float(self._clock())
+        if not np.isfinite(value):
+            raise ValueError(f"clock returned a non-finite time {value!r}")
+        return value
+
+    def submit(
+        self,
+        prompt: object,
+        *,
+        max_tokens: int = 16,
+        eos_id: int | None = None,
+        request_id: str | None = None,
+    ) -> str:
+        """Queue a request; validates everything before changing anything."""
+        tokens = self.target.check_tokens(prompt, "prompt")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
+        if eos_id is not None and (
+            isinstance(eos_id, bool)
+            or not isinstance(eos_id, int)
+            or not 0 <= eos_id < self.target.vocab_size
+        ):
+            raise ValueError(
+                f"eos_id must be None or a token id in [0, {self.target.vocab_size}), got {eos_id!r}"
+            )
+        if request_id is None:
+            number = len(self.requests) + 1
+            while f"request-{number}" in self.requests:
+                number += 1
+            request_id = f"request-{number}"
+        if not isinstance(request_id, str) or not request_id.strip():
+            raise ValueError(f"request_id must be a non-empty string, got {request_id!r}")
+        if request_id in self.requests:
+            raise ValueError(f"request_id {request_id!r} is already in use")
+        positions = len(tokens) + max_tokens
+        blocks = -(-positions // self.config.block_size)
+        if blocks > self.config.num_blocks:
+            raise ValueError(
+                f"request needs {blocks} blocks ({len(tokens)} prompt + {max_tokens} new "
+                f"positions) but the pool has only {self.config.num_blocks}"
+            )
+        request = Request(request_id, tokens, max_tokens, eos_id, list(tokens))
+        self.requests[request_id] = request
+        self._queue.append(request_id)
+        self._emit("queued", request_id, prompt_positions=len(tokens), max_tokens=max_tokens)
+        return request_id
+
+    def cancel(self, request_id: str) -> bool:
+        """Finish a queued or running request as cancelled; False if it had already finished."""
+        request = self._get(request_id)
+        if request.status == "finished":
+            return False
+        self._finish(request, "cancelled")
+        return True
+
+    def result(self, request_id: str) -> Result:
+        request = self._get(request_id)
+        if request.status != "finished":
+            raise ValueError(f"request {request_id!r} has not finished (it is {request.status})")
+        return self._result(request)
+
+    def run(self, *, max_steps: int | None = None, raise_on_error: bool = True) -> list[Result]:
+        """Step until idle; return results not returned before (each delivered once)."""
+        steps = 0
+        while self._queue and (max_steps is None or steps < max_steps):
+            self.step()
+            steps += 1
+        fresh = [key for key in self._order if key not in self._delivered]
+        self._delivered.update(fresh)
+        results = [self._result(self.requests[key]) for key in fresh]
+        if raise_on_error and any(r.finish_reason == "error" for r in results):
+            raise RequestError(results)
+        return results
+
+    def generate(
+        self, prompt: object, *, max_tokens: int = 16, eos_id: int | None = None
+    ) -> Result:
+        request_id = self.submit(prompt, max_tokens=max_tokens, eos_id=eos_id)
+        self.run()
+        return self.result(request_id)
+
+    @property
+    def idle(self) -> bool:
+        return not self._queue
+
+    @property
+    def undo_available(self) -> int:
+        return len(self._history)
+
+    def metrics(self) -> dict[str, dict[str, int]]:
+        counts = self.pool.counts(self._cache_only_blocks())
+        c = self.counters
+        return {
+            "blocks": {
+                "total": counts.total,
+                "free": counts.free,
+                "used": counts.used,
+                "cached": counts.cached,
+                "shared": counts.shared,
+                "retained": counts.retained,
+            },
+            "cache": {"hot": c["hot"], "warm": c["warm"], "cold": c["cold"]},
+            "drafts": {"proposed": c["proposed"], "accepted": c["accepted"]},
+            "work": {
+                "target_forwards": c["target_forwards"],
+                "draft_forwards": c["draft_forwards"],
+                "encoder_rows": c["encoder_rows"],
+                "consumer_rows": c["consumer_rows"],
+                "draft_rows": c["draft_rows"],
+            },
+            "requests": {
+                "queued": sum(r.status == "queued" for r in self.requests.values()),
+                "running": sum(r.status == "running" for r in self.requests.values()),
+                "finished": sum(r.status == "finished" for r in self.requests.values()),
+                "committed_tokens": c["committed_tokens"],
+                "preemptions": c["preemptions"],
+                "evictions": c["evictions"],
+                "rolled_back_positions": c["rolled_back_positions"],
+            },
+        }
+
+    def committed_state(self, request_id: str) -> State:
+        """The request's committed arrays, comparable with the oracle's `.state`."""
+        request = self._get(request_id)
+        tokens = tuple(request.tokens)
+        n = len(tokens)
+        if request.final is not None:
+            stored, cursor = request.final
+        else:
+            cursor = min(self._cursor(request, "target"))
+            stored = self._read(request, "target", cursor)
+        window = self.target.window
+        item = RowBatchItem(
+            context=stored,
+            encoder_length=cursor,
+            local_positions=np.arange(max(0, cursor - window + 1), cursor),
+            tokens=np.array(tokens[cursor:]),
+            positions=np.arange(cursor, n),
+            parents=np.arange(n - cursor) - 1,
+            local_lower=request.local_lower,
+            consumer_from=request.consumer_from,
+        )
+        (new,) = self.target.compute_rows([item])
+        keep = min(window, n)
+        local_k = np.concatenate([stored.local_keys, new.local_keys], axis=1)[:, -keep:]
+        local_v = np.concatenate([stored.local_values, new.local_values], axis=1)[:, -keep:]
+        return State(
+            tokens=tokens,
+            encoder_keys=np.concatenate([stored.encoder_keys[:cursor], new.encoder_keys]),
+            encoder_values=np.concatenate([stored.encoder_values[:cursor], new.encoder_values]),
+            source=np.concatenate([stored.source[:cursor], new.source]),
+            shared_keys=np.concatenate([stored.shared_keys[:cursor], new.shared_keys]),
+            shared_values=np.concatenate([stored.shared_values[:cursor], new.shared_values]),
+            local_keys=tuple(local_k[i] for i in range(self.target.depth)),
+            local_values=tuple(local_v[i] for i in range(self.target.depth)),
+            logits=new.logits[-1].copy(),
+        )
+
+    # -- one round --------------------------------------------------------------------------
+
+    def step(self) -> list[Event]:
+        """Run one round; returns its events. Interrupts leave the engine as it was."""
+        checkpoint = self._checkpoint()
+        start = len(self.trace)
+        try:
+            self._round()
+        except BaseException as failure:
+            self._restore(checkpoint)
+            self._history.pop()
+            self._resume_retention()
+            self._emit("step_aborted", None, error_type=type(failure).__name__)
+            raise
+        self._trim_history(self.config.undo_depth)
+        return self.trace[start:]
+
+    def _round(self) -> None:
+        self.tick += 1
+        now = self.now()
+        for entry in self.cache.expire(now):
+            self._drop_entry(entry, "expired")
+        batch = self._admit(now)
+        if not batch:
+            return
+        plans = [_Plan(r, DraftTree.rooted(r.tokens[-1])) for r in batch]
+        if self.draft is not None:
+            self._grow_trees(plans)
+        plans = self._plan_verification(plans)
+        if not plans:
+            return
+        self._verify_and_commit(plans, now)
+
+    def _admit(self, now: float) -> list[Request]:
+        cap = min(self.config.max_active, self.config.max_batch_tokens)
+        if self.config.cost_curve:
+            cap = min(cap, self.config.cost_curve[-1][0])
+        batch: list[Request] = []
+        while self._queue and len(batch) < cap:
+            request = self.requests[self._queue.popleft()]
+            if request.status == "finished":
+                continue
+            if request.admitted == 0:
+                self._restore_prefix(request, now)
+            request.status = "running"
+            if request.remaining <= 0:
+                self._finish(request, "length")
+                continue
+            batch.append(request)
+        return batch
+
+    def _restore_prefix(self, request: Request, now: float) -> None:
+        """Attach the longest usable cached prefix to a request that holds no rows."""
+        self._admissions += 1
+        request.admitted = self._admissions
+        request.fresh = True
+        wanted = tuple(request.tokens[:-1])
+        exact = self.config.recovery_mode == "exact"
+        found = self.cache.lookup(self._cache_key(), wanted, now=now, exact=exact)
+        reused = found.reused
+        if found.entry is not None:
+            blocks = found.entry.blocks[: -(-reused // self.config.block_size)]
+            self.pool.hold(blocks)
+            request.table = list(blocks)
+        consumer = reused if found.cache == "hot" else 0
+        request.cursors = {role: [reused, consumer] for role in self.models}
+        n = len(request.tokens)
+        bounded = self.config.recovery_mode != "exact" and found.cache != "hot"
+        request.local_lower = max(0, n - self.config.keep) if bounded else 0
+        request.consumer_from = request.local_lower if self.config.recovery_mode == "compact" else 0
+        if bounded:
+            for cursor in request.cursors.values():
+                cursor[1] = max(cursor[1], min(request.consumer_from, cursor[0]))
+        self.counters[found.cache] += 1
+        encoder, consumer = request.cursors["target"]
+        request.restore = {
+            "cache": found.cache,
+            "reused_positions": reused,
+            "suffix_positions": n - reused,
+            "encoder_rows": n - encoder,
+            "consumer_rows": (n - max(consumer, request.consumer_from)) * self.target.depth,
+            "recovery_mode": self.config.recovery_mode,
+            "reason": found.reason,
+        }
+        self._emit("restore", request.request_id, **request.restore)
+
+    # -- drafting -----------------------------------------------------------------------------
+
+    def _grow_trees(self, plans: list[_Plan]) -> None:
+        assert self.draft is not None
+        cfg = self.config
+        limits = {id(p): min(cfg.draft_width, p.request.remaining - 1) for p in plans}
+        active = [p for p in plans if limits[id(p)] > 0]
+        if not active:
+            return
+        # Level 0: catch the draft up to the root (prefill, replay or the pending token).
+        for plan in active:
+            plan.draft_item = self._catch_up_item(plan.request, "draft")
+        outputs = self.draft.forward_rows([p.draft_item for p in active])
+        self.counters["draft_forwards"] += 1
+        for plan, out in zip(active, outputs):
+            plan.draft_out = out
+            self.counters["draft_rows"] += len(out.logits)
+            plan.draft_rows[ROOT] = len(out.logits) - 1
+            plan.draft_replay = plan.draft_item.replay
+            plan.frontier = expand(
+                plan.tree, [ROOT], out.logits[-1:], cfg.draft_branching, cfg.max_draft_nodes
+            )
+        for depth in range(1, cfg.draft_width):
+            level = []
+            for plan in active:
+                frontier = best_nodes(plan.tree, plan.frontier, cfg.draft_branching)
+                room = len(plan.tree) - 1 < cfg.max_draft_nodes
+                if depth < limits[id(plan)] and frontier and room:
+                    level.append((plan, frontier))
+            if not level:
+                break
+            items = []
+            for plan, frontier in level:
+                item = plan.draft_item
+                out = plan.draft_out
+                assert item is not None and out is not None
+                rows = len(out.logits)
+                parents = [plan.draft_rows[plan.tree.parents[node]] for node in frontier]
+                items.append(
+                    replace(
+                        item,
+                        tokens=np.array([plan.tree.tokens[n] for n in frontier]),
+                        positions=np.array([len(plan.request.tokens) - 1 + depth] * len(frontier)),
+                        parents=np.array(parents),
+                        replay=0,
+                        earlier=out,
+                        earlier_positions=np.concatenate([item.earlier_positions, item.positions]),
+                        earlier_parents=np.concatenate([item.earlier_parents, item.parents]),
+                        earlier_full=np.concatenate(
+                            [item.earlier_full, np.arange(len(item.positions)) >= item.replay]
+                        ),
+                    )
+                )
+                for offset, node in enumerate(frontier):
+                    plan.draft_rows[node] = rows + offset
+            outputs = self.draft.forward_rows(items)
+            self.counters["draft_forwards"] += 1
+            for (plan, frontier), item, out in zip(level, items, outputs):
+                self.counters["draft_rows"] += len(frontier)
+                plan.draft_item = item
+                plan.draft_out = _concat_rows(plan.draft_out, out)
+                plan.frontier = expand(
+                    plan.tree, frontier, out.logits, cfg.draft_branching, cfg.max_draft_nodes
+                )
+        for plan in active:
+            proposed = len(plan.tree) - 1
+            plan.request.proposed += proposed
+            self.counters["proposed"] += proposed
+
+    def _catch_up_item(self, request: Request, role: str) -> RowBatchItem:
+        """Rows from the role's cursor to the pending token (replay rows first)."""
+        encoder, consumer = self._cursor(request, role)
+        n = len(request.tokens)
+        window = self.models[role].window
+        local_start = max(0, consumer - window + 1, request.consumer_from)
+        context = self._read(request, role, encoder, local_start, consumer)
+        return RowBatchItem(
+            context=context,
+            encoder_length=encoder,
+            local_positions=np.arange(local_start, consumer),
+            tokens=np.array(request.tokens[consumer:]),
+            positions=np.arange(consumer, n),
+            parents=np.arange(n - consumer) - 1,
+            replay=encoder - consumer,
+            local_lower=request.local_lower,
+            consumer_from=request.consumer_from,
+        )
+
+    # -- budget and pool space ----------------------------------------------------------------
+
+    def _plan_verification(self, plans: list[_Plan]) -> list[_Plan]:
+        cfg = self.config
+        current = [[plan.tree.path_probs[i] for i in range(1, len(plan.tree))] for plan in plans]
+        previous = [plan.request.confidences for plan in plans]
+        budget = choose_budget(
+            current, previous, max_batch_tokens=cfg.max_batch_tokens, cost_curve=cfg.cost_curve
+        )
+        for plan, length in zip(plans, budget.per_request):
+            plan.selected = select_nodes(plan.tree, length - 1)
+        self._emit(
+            "budget",
+            None,
+            requests=[p.request.request_id for p in plans],
+            total=budget.total,
+            per_request=list(budget.per_request),
+            graph_size=budget.graph_size,
+            expected_tokens=round(budget.expected_tokens, 6),
+            estimated_cost=budget.estimated_cost,
+            cost_source="synthetic cost curve" if cfg.cost_curve else "no cost curve",
+        )
+        ready = []
+        for plan in sorted(plans, key=lambda p: p.request.admitted):  # oldest gets space first
+            if plan.request.admitted and self._reserve(plan, plans):
+                ready.append(plan)
+        return [p for p in plans if p in ready]
+
+    def _blocks_for(self, plan: _Plan, nodes: int) -> tuple[int, list[int]]:
+        """New blocks a plan needs for `nodes` speculative rows, and blocks to copy first."""
+        request = plan.request
+        size = self.config.block_size
+        first = min(c[1] for c in request.cursors.values())
+        last = len(request.tokens) - 1 + nodes
+        needed = -(-(last + 1) // size)
+        shared = [
+            index
+            for index in range(first // size, min(len(request.table), needed))
+            if self.pool.refcount[request.table[index]] > 1
+        ]
+        return max(0, needed - len(request.table)) + len(shared), shared
+
+    def _reserve(self, plan: _Plan, plans: list[_Plan]) -> bool:
+        """Get blocks for the plan's rows, shrinking its speculation to fit; False = deferred."""
+        count, _ = self._blocks_for(plan, 0)
+        if not self._make_room(count, plans):
+            request = plan.request
+            if request.admitted:  # not preempted itself: wait at the front of the queue
+                self._queue.appendleft(request.request_id)
+                self._emit(
+                    "deferred",
+                    request.request_id,
+                    reason=f"needs {count} free blocks; space freed now is usable next round",
+                )
+            return False
+        while plan.selected:
+            count, _ = self._blocks_for(plan, len(plan.selected))
+            if count <= self.pool.free_count():
+                break
+            plan.selected.pop()
+        count, shared = self._blocks_for(plan, len(plan.selected))
+        request = plan.request
+        fresh = self.pool.allocate(count)
+        plan.new_blocks = fresh
+        for index in shared:
+            block = fresh.pop()
+            self.pool.copy_block(request.table[index], block)
+            self.pool.release([request.table[index]])
+            request.table[index] = block
+        request.table.extend(fresh)
+        return True
+
+    def _make_room(self, count: int, plans: list[_Plan]) -> bool:
+        if count <= self.pool.free_count():
+            return True
+        while len(self._history) > 1 and count > self.pool.free_count():
+            self._trim_history(len(self._history) - 1)
+        if count <= self.pool.free_count():
+            return True
+        # Space freed from now on is usable next round (this round may still be rewound).
+        deficit = count - self.pool.free_count()
+        while deficit > 0:
+            entry = self.cache.evict_lru()
+            if entry is None:
+                break
+            deficit -= sum(1 for b in entry.blocks if self.pool.refcount[b] == 1)
+            self._drop_entry(entry, "evicted for space")
+        if deficit > 0:
+            reserved = {id(p.request) for p in plans if p.new_blocks}
+            victims = [
+                r
+                for r in self.requests.values()
+                if r.status != "finished" and r.table and id(r) not in reserved
+            ]
+            if victims:
+                self._preempt(max(victims, key=lambda r: r.admitted), count)
+        return False
+
+    def _preempt(self, request: Request, wanted: int) -> None:
+        lost = min(self._cursor(request, "target"))
+        self.pool.release(request.table)
+        self._emit(
+            "preempt",
+            request.request_id,
+            lost_positions=lost,
+            freed_blocks=list(request.table),
+            reason=f"pool exhausted: another request needed {wanted} blocks; "
+            f"{request.request_id} was the most recently admitted",
+        )
+        request.table = []
+        request.cursors = {}
+        request.admitted = 0
+        request.status = "queued"
+        request.preemptions += 1
+        self.counters["preemptions"] += 1
+        if request.request_id in self._queue:
+            self._queue.remove(request.request_id)
+        self._queue.appendleft(request.request_id)
+
+    # -- verification and commit --------------------------------------------------------------
+
+    def _verify_and_commit(self, plans: list[_Plan], now: float) -> None:
+        for plan in plans:
+            plan.item = self._verify_item(plan)
+        outputs = self._forward_isolated(plans)
+        self.counters["target_forwards"] += 1
+        for plan, out in zip(plans, outputs):
+            request = plan.request
+            if isinstance(out, BaseException):
+                self._finish(request, "error", f"{type(out).__name__}: {out}")
+                continue
+            self._commit(plan, out, now)
+
+    def _verify_item(self, plan: _Plan) -> RowBatchItem:
+        base = self._catch_up_item(plan.request, "target")
+        tree = plan.tree
+        rows = {ROOT: len(base.tokens) - 1}
+        parents = []
+        for offset, node in enumerate(plan.selected):
+            rows[node] = len(base.tokens) + offset
+            parents.append(rows[tree.parents[node]])
+        plan.target_rows = rows
+        n = len(plan.request.tokens)
+        return replace(
+            base,
+            tokens=np.concatenate([base.tokens, [tree.tokens[i] for i in plan.selected]]).astype(
+                np.int64
+            ),
+            positions=np.concatenate(
+                [base.positions, [n - 1 + tree.depths[i] for i in plan.selected]]
+            ).astype(np.int64),
+            parents=np.concatenate([base.parents, parents]).astype(np.int64),
+        )
+
+    def _forward_isolated(self, plans: list[_Plan]) -> list[Rows | BaseException]:
+        """One batched forward; if it fails, find the failing requests one by one."""
+        items = [p.item for p in plans]
+        try:
+            outputs: list[Rows | BaseException] = list(self.target.forward_rows(items))  # type: ignore[arg-type]
+        except Exception:
+            outputs = []
+            for item in items:
+                try:
+                    (out,) = self.target.forward_rows([item])  # type: ignore[list-item]
+                    outputs.append(out)
+                except Exception as error:
+                    outputs.append(error)
+        for index, out in enumerate(outputs):
+            if isinstance(out, Rows) and not np.isfinite(out.logits).all():
+                outputs[index] = FloatingPointError("target produced non-finite logits")
+        return outputs
+
+    def _commit(self, plan: _Plan, out: Rows, now: float) -> None:
+        request, tree, item = plan.request, plan.tree, plan.item
+        assert item is not None
+        n = len(request.tokens)
+        size = self.config.block_size
+        encoder, consumer = self._cursor(request, "target")
+        # Every computed row lands in the pool: committed positions first, then the tree's
+        # nodes in breadth-first order as speculative rows.
+        slots = self.pool.slots(request.table, consumer, consumer + len(item.tokens))
+        store = self.pool.stores["target"]
+        replay = item.replay
+        if replay:
+            store.write(slots[:replay], _take(out, slice(0, replay)), encoder=False)
+        store.write(slots[replay:], _take(out, slice(replay, None)))
+        rows = plan.target_rows
+        argmax = {node: int(np.argmax(out.logits[row])) for node, row in rows.items()}
+        decision = accept(tree, plan.selected, argmax, request.eos_id)
+        # Move the accepted path's rows next to the committed prefix.
+        for depth, node in enumerate(decision.path, start=1):
+            source_row = rows[node]
+            target_row = rows[ROOT] + depth
+            if source_row != target_row:
+                store.copy_slots(
+                    slots[source_row : source_row + 1], slots[target_row : target_row + 1]
+                )
+        accepted_tokens = [tree.tokens[i] for i in decision.path]
+        new_tokens = accepted_tokens + (
+            [decision.next_token] if decision.next_token is not None else []
+        )
+        new_tokens = new_tokens[: request.remaining]
+        request.tokens.extend(new_tokens)
+        cursor = len(request.tokens) - 1  # every row before the new pending token is computed
+        request.cursors["target"] = [cursor, cursor]
+        self._commit_draft(plan, decision.path, cursor)
+        encoder_rows = len(item.tokens) - replay
+        self.counters["encoder_rows"] += encoder_rows
+        self.counters["consumer_rows"] += (
+            int(np.sum(item.positions >= request.consumer_from)) * self.target.depth
+        )
+        self.counters["accepted"] += len(decision.path)
+        self.counters["committed_tokens"] += len(new_tokens)
+        request.accepted += len(decision.path)
+        request.confidences = [tree.path_probs[i] for i in plan.selected]
+        # Verdicts for the debugger.
+        tree.selected = [i == ROOT or i in set(plan.selected) for i in range(len(tree))]
+        on_path = set(decision.path)
+        verdicts, target_tokens = [], []
+        for i in range(len(tree)):
+            parent = tree.parents[i]
+            if i == ROOT:
+                verdicts.append("root")
+                target_tokens.append(None)
+            elif not tree.selected[i]:
+                verdicts.append("unverified")
+                target_tokens.append(None)
+            elif i in on_path:
+                verdicts.append("accepted")
+                target_tokens.append(tree.tokens[i])
+            else:
+                verdicts.append("rejected")
+                target_tokens.append(argmax.get(parent))
+        tree.verdicts, tree.target_tokens = verdicts, target_tokens
+        request.tree = tree.to_dict() | {"round": self.tick, "base_position": n - 1}
+        # Rows beyond the new cursor were speculative: their blocks go back to the pool.
+        keep_blocks = -(-cursor // size)
+        dropped = request.table[keep_blocks:]
+        rolled_back = len(plan.selected) - len(decision.path)
+        if dropped:
+            self.pool.release(dropped)
+            del request.table[keep_blocks:]
+        self._hash_full_blocks(request, cursor)
+        self.counters["rolled_back_positions"] += rolled_back
+        request.last_commit = {
+            "round": self.tick,
+            "tokens": new_tokens,
+            "accepted": len(decision.path),
+            "verified": len(plan.selected),
+            "outcome": decision.kind,
+            "rolled_back_positions": rolled_back,
+            "dropped_blocks": dropped,
+            "speculative_positions": [n + i for i in range(len(plan.selected))],
+        }
+        if self.draft is not None:
+            self._emit("draft", request.request_id, **tree.to_dict())
+        self._emit(
+            "verify",
+            request.request_id,
+            nodes=[
+                {"id": i, "verdict": verdicts[i], "target_token": target_tokens[i]}
+                for i in range(len(tree))
+            ],
+        )
+        self._emit(
+            "commit",
+            request.request_id,
+            tokens=new_tokens,
+            accepted=len(decision.path),
+            verified=len(plan.selected),
+            outcome=decision.kind,
+            rolled_back_positions=rolled_back,
+            freed_blocks=dropped,
+        )
+        if request.fresh:
+            request.fresh = False
+            self._publish(request, now)
+        last = request.tokens[-1]
+        if request.eos_id is not None and request.generated > 0 and last == request.eos_id:
+            self._finish(request, "stop", now=now)
+        elif request.remaining <= 0:
+            self._finish(request, "length", now=now)
+        else:
+            self._queue.append(request.request_id)
+
+    def _commit_draft(self, plan: _Plan, path: list[int], cursor: int) -> None:
+        """Keep the draft rows of committed positions; the draft resumes from there."""
+        if self.draft is None or plan.draft_out is None or plan.draft_item is None:
+            return
+        request = plan.request
+        encoder, consumer = self._cursor(request, "draft")
+        base_rows = plan.draft_rows[ROOT] + 1  # catch-up rows, root included
+        chain = list(range(base_rows))
+        for node in path:
+            if node not in plan.draft_rows:
+                break
+            chain.append(plan.draft_rows[node])
+        chain = chain[: max(0, cursor - consumer)]
+        if not chain:
+            return
+        out = plan.draft_out
+        slots = self.pool.slots(request.table, consumer, consumer + len(chain))
+        store = self.pool.stores["draft"]
+        replay = min(plan.draft_replay, len(chain))
+        rows = _take(out, np.array(chain))
+        if replay:
+            store.write(slots[:replay], _take(rows, slice(0, replay)), encoder=False)
+        store.write(slots[replay:], _take(rows, slice(replay, None)))
+        end = consumer + len(chain)
+        request.cursors["draft"] = [max(encoder, end), end]
+
+    # -- cache publication, finishing ---------------------------------------------------------
+
+    def _cache_key(self) -> str:
+        identities = "+".join(m.identity for m in self.models.values())
+        return f"{identities}|{self.config.recovery_mode}:{self.config.keep}"
+
+    def _publish(self, request: Request, now: float) -> None:
+        boundary = min(min(c) for c in request.cursors.values())
+        if boundary <= 0:
+            return
+        blocks = request.table[: -(-boundary // self.config.block_size)]
+        ttls = (self.config.state_ttl, self.config.prefix_ttl)
+        entry, evicted = self.cache.publish(
+            self._cache_key(), tuple(request.tokens[:boundary]), blocks, now=now, ttls=ttls
+        )
+        if evicted is not None:
+            self._drop_entry(evicted, "cache full")
+        if entry is not None:
+            self.pool.hold(entry.blocks)
+            self._emit(
+                "publish",
+                request.request_id,
+                positions=boundary,
+                blocks=list(entry.blocks),
+                hot_until=entry.hot_until,
+                warm_until=entry.warm_until,
+            )
+
+    def _drop_entry(self, entry: CacheEntry, why: str) -> None:
+        self.pool.release(entry.blocks)
+        if why != "expired":
+            self.counters["evictions"] += 1
+        self._emit(
+            "evict", None, positions=len(entry.tokens), blocks=list(entry.blocks), reason=why
+        )
+
+    def _finish(
+        self, request: Request, reason: str, error: str | None = None, *, now: float | None = None
+    ) -> None:
+        if reason in ("stop", "length") and request.table:
+            self._publish(request, self.now() if now is None else now)
+        if request.table:
+            cursor = min(self._cursor(request, "target"))
+            request.final = (_copy_rows(self._read(request, "target", cursor)), cursor)
+            self.pool.release(request.table)
+            request.table = []
+        elif request.final is None:
+            request.final = (_empty_rows(self.target), 0)
+        if request.request_id in self._queue:
+            self._queue.remove(request.request_id)
+        request.status = "finished"
+        request.finish_reason = reason
+        request.error = error
+        request.admitted = 0
+        request.cursors = {}
+        self._order.append(request.request_id)
+        self._emit(
+            "finished",
+            request.request_id,
+            finish_reason=reason,
+            error=error,
+            generated=request.generated,
+        )
+
+    def _result(self, request: Request) -> Result:
+        return Result(
+            request.request_id,
+            request.prompt,
+            tuple(request.tokens[len(request.prompt) :]),
+            request.finish_reason or "",
+            request.error,
+            request.accepted,
+            request.proposed,
+        )
+
+    # -- history: undo and interrupt safety ---------------------------------------------------
+
+    def _checkpoint(self) -> _Checkpoint:
+        checkpoint = _Checkpoint(
+            tick=self.tick,
+            requests={
+                k: (r if r.status == "finished" else r.copy()) for k, r in self.requests.items()
+            },
+            queue=list(self._queue),
+            order=list(self._order),
+            delivered=set(self._delivered),
+            cache=self.cache.copy(),
+            counters=dict(self.counters),
+            trace_length=len(self.trace),
+            refcount=self.pool.refcount.copy(),
+            free=self.pool.free.copy(),
+            block_hash=list(self.pool.block_hash),
+            admissions=self._admissions,
+        )
+        self._history.append(checkpoint)
+        self._resume_retention()
+        return checkpoint
+
+    def _resume_retention(self) -> None:
+        if self._history:
+            self.pool.retain_releases = True
+            self.pool.released = self._history[-1].released_after
+        else:
+            self.pool.retain_releases = False
+            self.pool.released = []
+
+    def _restore(self, checkpoint: _Checkpoint) -> None:
+        self.tick = checkpoint.tick
+        self.requests = {
+            k: (r if r.status == "finished" else r.copy()) for k, r in checkpoint.requests.items()
+        }
+        self._queue = deque(checkpoint.queue)
+        self._order = list(checkpoint.order)
+        self._delivered = set(checkpoint.delivered)
+        self.cache = checkpoint.cache.copy()
+        self.counters = dict(checkpoint.counters)
+        del self.trace[checkpoint.trace_length :]
+        self.pool.refcount = checkpoint.refcount.copy()
+        self.pool.free = checkpoint.free.copy()
+        self.pool.block_hash = list(checkpoint.block_hash)
+        self._admissions = checkpoint.admissions
+
+    def _trim_history(self, depth: int) -> None:
+        while len(self._history) > depth:
+            oldest = self._history.popleft()
+            self.pool.give_back(oldest.released_after)
+        self._resume_retention()
+
+    def undo(self) -> list[Event]:
+        """Rewind the engine to just before the last step(); returns that round's events."""
+        if not self._history:
+            raise ValueError(
+                "nothing to undo: no step is recorded"
+                + (" (undo_depth is 0)" if self.config.undo_depth == 0 else "")
+            )
+        checkpoint = self._history.pop()
+        undone = self.trace[checkpoint.trace_length :]
+        self._restore(checkpoint)
+        self._resume_retention()
+        return undone
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _get(self, request_id: str) -> Request:
+        if not isinstance(request_id, str) or request_id not in self.requests:
+            raise KeyError(f"unknown request id {request_id!r}")
+        return self.requests[request_id]
+
+    def _cursor(self, request: Request, role: str) -> list[int]:
+        return request.cursors.get(role, [0, 0])
+
+    def _read(
+        self,
+        request: Request,
+        role: str,
+        encoder: int,
+        local_start: int | None = None,
+        consumer: int | None = None,
+    ) -> Rows:
+        consumer = encoder if consumer is None else consumer
+        if local_start is None:
+            local_start = max(0, consumer - self.models[role].window + 1)
+        if not request.table:
+            return _empty_rows(self.models[role])
+        rows = self.pool.read(role, request.table, encoder, 0)
+        local = self.pool.slots(request.table, local_start, consumer)
+        store = self.pool.stores[role]
+        rows.local_keys = store.local_keys[:, local]
+        rows.local_values = store.local_values[:, local]
+        return rows
+
+    def _cache_only_blocks(self) -> set[int]:
+        held = {b for r in self.requests.values() for b in r.table}
+        return {b for b in self.cache.blocks() if b not in held}
+
+    def _hash_full_blocks(self, request: Request, cursor: int) -> None:
+        size = self.config.block_size
+        previous = self._cache_key()
+        for index in range(cursor // size):
+            block = request.table[index]
+            if self.pool.block_hash[block] is None:
+                chunk = tuple(request.tokens[index * size : (index + 1) * size])
+                self.pool.block_hash[block] = f"{hash((previous, chunk)) & 0xFFFFFFFF:08x}"
+            previous = self.pool.block_hash[block] or previous
+
+    def _emit(self, kind: str, request_id: str | None, **data: Any) -> Event:
+        event = {"tick": self.tick, "kind": kind, "request_id": request_id, **data}
+        self.trace.append(event)
+        return event
+
+
+def _take(rows: Rows, index: slice | np.ndarray) -> Rows:
+    return Rows(
+        rows.encoder_keys[index],
+        rows.encoder_values[index],
+        rows.source[index],
+        rows.shared_keys[index],
+        rows.shared_values[index],
+        rows.local_keys[:, index],
+        rows.local_values[:, index],
+        rows.logits[index],
+    )
+
+
+def _concat_rows(first: Rows | None, second: Rows) -> Rows:
+    if first is None:
+        return second
+    return Rows(
+        *(
+            np.concatenate([getattr(first, f), getattr(second, f)])
+            for f in ("encoder_keys", "encoder_values", "source", "shared_keys", "shared_values")
+        ),
+        np.concatenate([first.local_keys, second.local_keys], axis=1),
+        np.concatenate([first.local_values, second.local_values], axis=1),
+        np.concatenate([first.logits, second.logits]),
+    )
+
+
+def _copy_rows(rows: Rows) -> Rows:
+    return Rows(*(np.array(getattr(rows, f)) for f in Rows.__dataclass_fields__))
+
+
+def _empty_rows(model: TinyModel) -> Rows:
+    w, d = model.width, model.depth
+    return Rows(
+        *(np.zeros((0, w)) for _ in range(5)),
+        np.zeros((d, 0, w)),
+        np.zeros((d, 0, w)),
+        np.zeros((0, model.vocab_size)),
+    )

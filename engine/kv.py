@@ -1,0 +1,170 @@
+"""Paged KV: a pool of fixed-size blocks holding every model's per-position rows.
+
+A block holds `block_size` consecutive positions of one token sequence, for the target and (if
+any) the draft model at once, so a request has one block table. Blocks are reference counted:
+each request table and each prefix-cache entry that holds a block counts once. A block whose
+count drops to zero is either free or *retained* for the undo history (its rows are still needed
+to rewind), never silently reused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .model import Rows, TinyModel
+
+FIELDS = ("encoder_keys", "encoder_values", "source", "shared_keys", "shared_values")
+
+
+class PoolExhausted(Exception):
+    """Raised internally when an allocation cannot be satisfied right now."""
+
+
+class ModelStore:
+    """One model's rows for every slot of the pool (slot = block * block_size + offset)."""
+
+    def __init__(self, model: TinyModel, slots: int) -> None:
+        self.model = model
+        width, depth = model.width, model.depth
+        self.flat = {name: np.zeros((slots, width)) for name in FIELDS}
+        self.local_keys = np.zeros((depth, slots, width))
+        self.local_values = np.zeros((depth, slots, width))
+        self.logits = np.zeros((slots, model.vocab_size))
+
+    def write(self, slots: np.ndarray, rows: Rows, *, encoder: bool = True) -> None:
+        """Store rows at `slots`; `encoder=False` writes only the consumer part (warm replay)."""
+        if encoder:
+            for name in FIELDS:
+                self.flat[name][slots] = getattr(rows, name)
+        self.local_keys[:, slots] = rows.local_keys
+        self.local_values[:, slots] = rows.local_values
+        self.logits[slots] = rows.logits
+
+    def read(self, slots: np.ndarray | slice, local_slots: np.ndarray | slice) -> Rows:
+        return Rows(
+            *(self.flat[name][slots] for name in FIELDS),
+            self.local_keys[:, local_slots],
+            self.local_values[:, local_slots],
+            self.logits[slots],
+        )
+
+    def copy_slots(self, source: np.ndarray | slice, target: np.ndarray | slice) -> None:
+        for array in self.flat.values():
+            array[target] = array[source]
+        self.local_keys[:, target] = self.local_keys[:, source]
+        self.local_values[:, target] = self.local_values[:, source]
+        self.logits[target] = self.logits[source]
+
+
+@dataclass
+class PoolCounts:
+    total: int
+    free: int
+    used: int
+    cached: int
+    shared: int
+    retained: int
+
+
+class BlockPool:
+    """Fixed pool of blocks with refcounts, lowest-id-first allocation and copy-on-write."""
+
+    def __init__(self, models: dict[str, TinyModel], *, num_blocks: int, block_size: int) -> None:
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.stores = {role: ModelStore(m, num_blocks * block_size) for role, m in models.items()}
+        self.refcount = np.zeros(num_blocks, dtype=np.int64)
+        self.free = np.ones(num_blocks, dtype=bool)
+        self.block_hash: list[str | None] = [None] * num_blocks
+        # Blocks released since the newest history mark; they stay out of the free list until
+        # the history that may still need their rows is dropped.
+        self.retain_releases = False
+        self.released: list[int] = []
+
+    # -- allocation and references -----------------------------------------------------------
+
+    def allocate(self, count: int) -> list[int]:
+        """Take `count` free blocks (lowest ids first, so replays allocate identically)."""
+        if count <= 0:
+            return []
+        ids = np.flatnonzero(self.free)[:count]
+        if len(ids) < count:
+            raise PoolExhausted(f"need {count} blocks, {len(ids)} free")
+        self.free[ids] = False
+        self.refcount[ids] = 1
+        for block in ids:
+            self.block_hash[block] = None
+        return [int(b) for b in ids]
+
+    def hold(self, blocks: list[int]) -> None:
+        for block in blocks:
+            self.refcount[block] += 1
+
+    def release(self, blocks: list[int]) -> None:
+        for block in blocks:
+            self.refcount[block] -= 1
+            if self.refcount[block] < 0:
+                raise AssertionError(f"block {block} released more often than held")
+            if self.refcount[block] == 0:
+                if self.retain_releases:
+                    self.released.append(block)
+                else:
+                    self.free[block] = True
+
+    def give_back(self, blocks: list[int]) -> None:
+        """Return retained blocks (refcount 0) to the free list."""
+        for block in blocks:
+            if self.refcount[block] == 0:
+                self.free[block] = True
+
+    def free_count(self) -> int:
+        return int(self.free.sum())
+
+    # -- slots ------------------------------------------------------------------------------
+
+    def slots(self, table: list[int], start: int, stop: int) -> np.ndarray:
+        """Slot indices of positions [start, stop) of a request with this block table."""
+        positions = np.arange(start, stop)
+        blocks = np.asarray(table, dtype=np.int64)[positions // self.block_size]
+        return blocks * self.block_size + positions % self.block_size
+
+    def span(self, table: list[int], stop: int) -> np.ndarray | slice:
+        """Slots of positions [0, stop): a zero-copy slice when the blocks are consecutive."""
+        needed = -(-stop // self.block_size)
+        if needed == 0:
+            return slice(0, 0)
+        first = table[0]
+        if table[needed - 1] - first == needed - 1 and (
+            needed == 1 or np.all(np.diff(table[:needed]) == 1)
+        ):
+            start = first * self.block_size
+            return slice(start, start + stop)
+        return self.slots(table, 0, stop)
+
+    def read(self, role: str, table: list[int], stop: int, local_start: int) -> Rows:
+        """Rows [0, stop) of a request, with local rows only for [local_start, stop)."""
+        return self.stores[role].read(self.span(table, stop), self.slots(table, local_start, stop))
+
+    def copy_block(self, source: int, target: int) -> None:
+        size = self.block_size
+        src = slice(source * size, (source + 1) * size)
+        dst = slice(target * size, (target + 1) * size)
+        for store in self.stores.values():
+            store.copy_slots(src, dst)
+        self.block_hash[target] = self.block_hash[source]
+
+    # -- views ------------------------------------------------------------------------------
+
+    def counts(self, cache_only: set[int]) -> PoolCounts:
+        free = int(self.free.sum())
+        retained = int(((self.refcount == 0) & ~self.free).sum())
+        return PoolCounts(
+            total=self.num_blocks,
+            free=free,
+            used=self.num_blocks - free,
+            cached=len(cache_only),
+            shared=int((self.refcount > 1).sum()),
+            retained=retained,
+        )
