@@ -347,6 +347,182 @@ class Engine:
             logits=new.logits[-1].copy(),
         )
 
+    def rollback(self, request_id: str, tokens: int = 1) -> list[int]:
+        """Remove the request's last `tokens` generated tokens (clamped); returns them.
+
+        Its rows, blocks and the draft's cursor return to the shorter prefix; a finished
+        request is reopened and queued again. Cancelled or failed requests cannot roll back.
+        """
+        request = self._get(request_id)
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise ValueError(f"tokens must be a positive integer, got {tokens!r}")
+        if request.finish_reason in ("cancelled", "error"):
+            raise ValueError(
+                f"request {request_id!r} finished as {request.finish_reason}; it cannot roll back"
+            )
+        count = min(tokens, request.generated)
+        removed = request.tokens[len(request.tokens) - count :] if count else []
+        freed: list[int] = []
+        if count:
+            if request.status == "finished":
+                request = request.copy()  # finished objects are shared with the history
+                self.requests[request_id] = request
+                request.status, request.finish_reason, request.error = "queued", None, None
+                request.final = None
+                self._order.remove(request_id)
+                self._delivered.discard(request_id)
+                self._queue.append(request_id)
+            del request.tokens[len(request.tokens) - count :]
+            freed = self._truncate(request, len(request.tokens) - 1)
+            request.tree = None
+            request.last_commit = None
+        self._emit("rollback", request_id, removed=removed, freed_blocks=freed)
+        return removed
+
+    def _truncate(self, request: Request, cursor: int) -> list[int]:
+        """Forget rows at and after `cursor`; returns the blocks released."""
+        if not request.table:
+            return []
+        size = self.config.block_size
+        for role in request.cursors:
+            request.cursors[role] = [min(c, cursor) for c in request.cursors[role]]
+        keep = -(-cursor // size)
+        freed = request.table[keep:]
+        self.pool.release(freed)
+        del request.table[keep:]
+        if self._history and cursor % size and request.table:
+            # The history may still need the tail block's later rows: write into a copy.
+            (fresh,) = self._allocate_now(1)
+            self.pool.copy_block(request.table[-1], fresh)
+            self.pool.release([request.table[-1]])
+            freed.append(request.table[-1])
+            request.table[-1] = fresh
+        return freed
+
+    def _allocate_now(self, count: int) -> list[int]:
+        while count > self.pool.free_count() and len(self._history) > 1:
+            self._trim_history(len(self._history) - 1)
+        while count > self.pool.free_count() and self._history:
+            self._trim_history(0)  # rewinding further back would need the blocks we take
+        return self.pool.allocate(count)
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-serialisable view of the whole engine, for viewers and exports."""
+        now = self.now()
+        states = self._block_states()
+        dropped_now: set[int] = set()
+        for request in self.requests.values():
+            if request.last_commit and request.last_commit["round"] == self.tick:
+                dropped_now.update(request.last_commit["dropped_blocks"])
+        pool_blocks = []
+        for block in range(self.config.num_blocks):
+            state = states.get(block, "free")
+            if state == "free" and block in dropped_now:
+                state = "dropped"
+            pool_blocks.append(
+                {
+                    "id": block,
+                    "state": state,
+                    "refcount": int(self.pool.refcount[block]),
+                    "hash": self.pool.block_hash[block],
+                }
+            )
+        metrics = self.metrics()
+        proposed = metrics["drafts"]["proposed"]
+        return {
+            "tick": self.tick,
+            "clock": now,
+            "idle": self.idle,
+            "config": self.config.to_dict(),
+            "models": {
+                role: {
+                    "identity": m.identity,
+                    "vocab_size": m.vocab_size,
+                    "width": m.width,
+                    "depth": m.depth,
+                    "window": m.window,
+                }
+                for role, m in self.models.items()
+            },
+            "metrics": metrics,
+            "acceptance": metrics["drafts"]["accepted"] / proposed if proposed else None,
+            "queue": list(self._queue),
+            "pool": {
+                "num_blocks": self.config.num_blocks,
+                "block_size": self.config.block_size,
+                "blocks": pool_blocks,
+            },
+            "cache": [
+                {
+                    "tokens": list(entry.tokens),
+                    "blocks": list(entry.blocks),
+                    "state": "hot" if entry.is_hot(now) else "warm",
+                    "hot_until": entry.hot_until,
+                    "warm_until": entry.warm_until,
+                }
+                for _, entry in self.cache.items()
+            ],
+            "requests": [self._request_view(r, states) for r in self.requests.values()],
+            "undo": {"available": len(self._history), "depth": self.config.undo_depth},
+        }
+
+    def _block_states(self) -> dict[int, str]:
+        states: dict[int, str] = {}
+        for request in self.requests.values():
+            for block in request.table:
+                states[block] = "shared" if self.pool.refcount[block] > 1 else "committed"
+        for block in self.cache.blocks():
+            states.setdefault(block, "cached")
+        for block in np.flatnonzero(~self.pool.free & (self.pool.refcount == 0)):
+            states.setdefault(int(block), "retained")
+        return states
+
+    def _request_view(self, request: Request, states: dict[int, str]) -> dict[str, Any]:
+        size = self.config.block_size
+        cursor = min(self._cursor(request, "target")) if request.table else 0
+        blocks = []
+        for index, block in enumerate(request.table):
+            start = index * size
+            slots = [request.tokens[p] if p < cursor else None for p in range(start, start + size)]
+            blocks.append(
+                {
+                    "id": block,
+                    "index": index,
+                    "first_position": start,
+                    "slots": slots,
+                    "refcount": int(self.pool.refcount[block]),
+                    "state": states.get(block, "committed"),
+                    "hash": self.pool.block_hash[block],
+                }
+            )
+        commit = request.last_commit
+        this_round = commit is not None and commit["round"] == self.tick
+        finished = request.status == "finished"
+        return {
+            "id": request.request_id,
+            "status": request.status,
+            "finish_reason": request.finish_reason,
+            "error": request.error,
+            "prompt": list(request.prompt),
+            "generated": request.tokens[len(request.prompt) :],
+            "max_tokens": request.max_tokens,
+            "eos_id": request.eos_id,
+            "pending_token": request.tokens[-1],
+            "committed_positions": cursor,
+            "window": [max(0, cursor - self.target.window), cursor],
+            "restore": request.restore,
+            "accepted": request.accepted,
+            "proposed": request.proposed,
+            "preemptions": request.preemptions,
+            "blocks": blocks,
+            "dropped_blocks": list(commit["dropped_blocks"]) if this_round and commit else [],
+            "last_commit": commit,
+            "tree": request.tree,
+            "can_cancel": not finished,
+            "can_rollback": request.generated > 0
+            and request.finish_reason not in ("cancelled", "error"),
+        }
+
     # -- one round --------------------------------------------------------------------------
 
     def step(self) -> list[Event]:

@@ -1,0 +1,3 @@
+from deepinfer_tui.cli import main
+
+raise SystemExit(main())

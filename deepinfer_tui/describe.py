@@ -1,0 +1,80 @@
+"""One human-readable line per engine event (shared by the app's log and the CLI)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _tokens(values: list[int]) -> str:
+    return "[" + " ".join(str(v) for v in values) + "]"
+
+
+def _blocks(values: list[int]) -> str:
+    return " ".join(f"#{b}" for b in values)
+
+
+def describe(event: dict[str, Any]) -> str:
+    kind = event.get("kind", "?")
+    rid = event.get("request_id")
+    head = f"t{event.get('tick', 0)}" + (f" {rid}" if rid else "")
+    if kind == "queued":
+        return (
+            f"{head} queued: {event['prompt_positions']} prompt positions, "
+            f"up to {event['max_tokens']} new tokens"
+        )
+    if kind == "restore":
+        return (
+            f"{head} restore {event['cache']}: reused {event['reused_positions']}, "
+            f"computing {event['suffix_positions']} ({event['reason']})"
+        )
+    if kind == "draft":
+        nodes = event.get("nodes", [])
+        depth = max((n["depth"] for n in nodes), default=0)
+        return f"{head} draft tree: {len(nodes) - 1} nodes, depth {depth}"
+    if kind == "budget":
+        graph = f", graph {event['graph_size']}" if event.get("graph_size") else ""
+        return (
+            f"{head} budget {event['total']} positions for {len(event['requests'])} "
+            f"request(s) {event['per_request']}{graph}, expected {event['expected_tokens']:.2f}"
+        )
+    if kind == "verify":
+        verdicts = [n["verdict"] for n in event.get("nodes", [])]
+        return (
+            f"{head} verify: {verdicts.count('accepted')} accepted, "
+            f"{verdicts.count('rejected')} rejected, {verdicts.count('unverified')} unverified"
+        )
+    if kind == "commit":
+        line = (
+            f"{head} commit {_tokens(event['tokens'])} accepted {event['accepted']} "
+            f"of {event['verified']} ({event['outcome']})"
+        )
+        if event["rolled_back_positions"]:
+            line += f" · rolled back {event['rolled_back_positions']} positions"
+        if event["freed_blocks"]:
+            line += f" · freed {_blocks(event['freed_blocks'])}"
+        return line
+    if kind == "publish":
+        return (
+            f"{head} publish {event['positions']} positions in {_blocks(event['blocks'])} "
+            f"(hot until t={event['hot_until']:g}, warm until t={event['warm_until']:g})"
+        )
+    if kind == "evict":
+        return (
+            f"{head} evict {event['positions']}-position prefix ({event['reason']}), "
+            f"blocks {_blocks(event['blocks'])}"
+        )
+    if kind == "preempt":
+        return f"{head} preempted: lost {event['lost_positions']} positions ({event['reason']})"
+    if kind == "deferred":
+        return f"{head} deferred: {event['reason']}"
+    if kind == "finished":
+        line = f"{head} finished: {event['finish_reason']} after {event['generated']} tokens"
+        return line + (f" ({event['error']})" if event.get("error") else "")
+    if kind == "rollback":
+        freed = f" · freed {_blocks(event['freed_blocks'])}" if event["freed_blocks"] else ""
+        return f"{head} rollback: removed {_tokens(event['removed'])}{freed}"
+    if kind == "step_aborted":
+        return f"{head} round aborted by {event['error_type']}; engine restored"
+    if kind == "note":
+        return f"{head} · {event['text']}"
+    return f"{head} {kind}"

@@ -1,0 +1,262 @@
+"""Scenarios: a small JSON file of models, config, timed requests and clock moves.
+
+Events apply in file order. `"tick": N` applies once the engine has run N rounds; `"idle": true`
+waits until the engine has nothing left to do. An event may `submit` a request, `cancel` one,
+move the injected `clock` to an absolute time, and carry a `note` shown in the log.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from engine import Engine, EngineConfig, TinyModel, make_draft
+
+SCHEMA = 1
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be used; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class ScenarioEvent:
+    tick: int | None = None
+    idle: bool = False
+    submit: dict[str, Any] | None = None
+    cancel: str | None = None
+    clock: float | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.tick is not None:
+            data["tick"] = self.tick
+        if self.idle:
+            data["idle"] = True
+        for name in ("submit", "cancel", "clock", "note"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
+        return data
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str = ""
+    seed: int = 7
+    model: dict[str, int] = field(default_factory=dict)
+    draft: dict[str, Any] | None = field(default_factory=lambda: {"depth": 1, "noise": 0.1})
+    config: dict[str, Any] = field(default_factory=dict)
+    events: tuple[ScenarioEvent, ...] = ()
+    source: str = "<scenario>"
+
+    def engine_config(self) -> EngineConfig:
+        return EngineConfig.from_dict(self.config)
+
+    def build_engine(self, clock: Any) -> Engine:
+        target = TinyModel(seed=self.seed, **self.model)
+        draft = None
+        if self.draft is not None:
+            options = {"seed": self.seed + 1, **self.draft}
+            draft = make_draft(target, **options)
+        return Engine(target, draft, config=self.engine_config(), clock=clock)
+
+    def with_overrides(
+        self,
+        *,
+        seed: int | None = None,
+        batch_budget: int | None = None,
+        draft_width: int | None = None,
+        branching: int | None = None,
+        block_size: int | None = None,
+        num_blocks: int | None = None,
+        window: int | None = None,
+        recovery_mode: str | None = None,
+        keep: int | None = None,
+        greedy: bool = False,
+    ) -> Scenario:
+        """A copy with command-line settings applied, validated like a file would be."""
+        config = dict(self.config)
+        for key, value in (
+            ("max_batch_tokens", batch_budget),
+            ("draft_width", draft_width),
+            ("draft_branching", branching),
+            ("block_size", block_size),
+            ("num_blocks", num_blocks),
+            ("recovery_mode", recovery_mode),
+            ("keep", keep),
+        ):
+            if value is not None:
+                config[key] = value
+        if batch_budget is not None and config.get("cost_curve"):
+            config["cost_curve"] = [p for p in config["cost_curve"] if p[0] <= batch_budget]
+            if not config["cost_curve"]:
+                config["cost_curve"] = None
+        model = dict(self.model)
+        if window is not None:
+            model["window"] = window
+        updated = replace(
+            self,
+            seed=self.seed if seed is None else seed,
+            config=config,
+            model=model,
+            draft=None if greedy else self.draft,
+        )
+        return parse_scenario(updated.to_dict(), self.source)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "name": self.name,
+            "description": self.description,
+            "seed": self.seed,
+            "model": dict(self.model),
+            "draft": None if self.draft is None else dict(self.draft),
+            "config": dict(self.config),
+            "events": [event.to_dict() for event in self.events],
+        }
+
+
+def default_scenario() -> Scenario:
+    text = resources.files("deepinfer_tui").joinpath("scenarios/default.json").read_text()
+    return parse_scenario(json.loads(text), "default scenario")
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScenarioError(f"{path}: cannot read it ({error})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ScenarioError(
+            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+        ) from None
+    return parse_scenario(data, str(path))
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Validate a scenario document completely (models and config are built once)."""
+
+    def fail(where: str, problem: str) -> ScenarioError:
+        return ScenarioError(f"{source}: {where}: {problem}")
+
+    if not isinstance(data, dict):
+        raise fail("top level", "must be a JSON object")
+    known = {"schema", "name", "description", "seed", "model", "draft", "config", "events"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise fail("top level", f"unknown field(s) {', '.join(unknown)}")
+    if data.get("schema", SCHEMA) != SCHEMA:
+        raise fail("schema", f"version {data.get('schema')!r} is not supported (expected {SCHEMA})")
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name:
+        raise fail("name", "must be a non-empty string")
+    seed = data.get("seed", 7)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise fail("seed", f"must be a non-negative integer, got {seed!r}")
+    model = data.get("model", {})
+    if not isinstance(model, dict) or set(model) - {"vocab_size", "width", "depth", "window"}:
+        raise fail("model", "must be an object with vocab_size, width, depth and/or window")
+    draft = data.get("draft", {"depth": 1, "noise": 0.1})
+    if draft is not None and (
+        not isinstance(draft, dict) or set(draft) - {"depth", "noise", "seed"}
+    ):
+        raise fail("draft", "must be null or an object with depth, noise and/or seed")
+    config = data.get("config", {})
+    if not isinstance(config, dict):
+        raise fail("config", "must be an object of engine settings")
+    raw_events = data.get("events", [])
+    if not isinstance(raw_events, list):
+        raise fail("events", "must be a list")
+    scenario = Scenario(
+        name=name,
+        description=str(data.get("description", "")),
+        seed=seed,
+        model=dict(model),
+        draft=None if draft is None else dict(draft),
+        config=dict(config),
+        events=tuple(_parse_event(e, i, fail) for i, e in enumerate(raw_events)),
+        source=source,
+    )
+    try:
+        target = TinyModel(seed=seed, **model)
+        if draft is not None:
+            make_draft(target, **{"seed": seed + 1, **draft})
+        engine_config = scenario.engine_config()
+    except (TypeError, ValueError) as error:
+        raise fail("model/draft/config", str(error)) from None
+    ids: set[str] = set()
+    for index, event in enumerate(scenario.events):
+        if event.submit is not None:
+            where = f"events[{index}].submit"
+            try:
+                tokens = target.check_tokens(event.submit["prompt"], "prompt")
+            except ValueError as error:
+                raise fail(where, str(error)) from None
+            needed = -(-(len(tokens) + event.submit["max_tokens"]) // engine_config.block_size)
+            if needed > engine_config.num_blocks:
+                raise fail(
+                    where, f"needs {needed} blocks but the pool has {engine_config.num_blocks}"
+                )
+            if event.submit.get("id") is not None:
+                ids.add(event.submit["id"])
+        if event.cancel is not None and event.cancel not in ids:
+            raise fail(f"events[{index}].cancel", f"no earlier submit has id {event.cancel!r}")
+    return scenario
+
+
+def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
+    where = f"events[{index}]"
+    if not isinstance(raw, dict):
+        raise fail(where, "must be an object")
+    unknown = sorted(set(raw) - {"tick", "idle", "submit", "cancel", "clock", "note"})
+    if unknown:
+        raise fail(where, f"unknown field(s) {', '.join(unknown)}")
+    tick = raw.get("tick")
+    idle = raw.get("idle", False)
+    if tick is not None and (isinstance(tick, bool) or not isinstance(tick, int) or tick < 0):
+        raise fail(f"{where}.tick", f"must be a non-negative integer, got {tick!r}")
+    if not isinstance(idle, bool):
+        raise fail(f"{where}.idle", "must be true or false")
+    if (tick is None) == (not idle):
+        raise fail(where, 'needs exactly one of "tick" or "idle": true')
+    submit = raw.get("submit")
+    if submit is not None:
+        if not isinstance(submit, dict) or set(submit) - {"id", "prompt", "max_tokens", "eos_id"}:
+            raise fail(f"{where}.submit", "must be an object with prompt, max_tokens, eos_id, id")
+        if "prompt" not in submit:
+            raise fail(f"{where}.submit", "needs a prompt (a list of token ids)")
+        max_tokens = submit.get("max_tokens", 8)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise fail(
+                f"{where}.submit.max_tokens", f"must be a non-negative integer, got {max_tokens!r}"
+            )
+        submit = {"max_tokens": max_tokens, **submit}
+    cancel = raw.get("cancel")
+    if cancel is not None and not isinstance(cancel, str):
+        raise fail(f"{where}.cancel", "must be a request id string")
+    clock = raw.get("clock")
+    if clock is not None and (
+        isinstance(clock, bool) or not isinstance(clock, (int, float)) or not clock >= 0
+    ):
+        raise fail(f"{where}.clock", f"must be a non-negative number of seconds, got {clock!r}")
+    note = raw.get("note")
+    if note is not None and not isinstance(note, str):
+        raise fail(f"{where}.note", "must be a string")
+    return ScenarioEvent(
+        tick=tick,
+        idle=idle,
+        submit=submit,
+        cancel=cancel,
+        clock=None if clock is None else float(clock),
+        note=note,
+    )

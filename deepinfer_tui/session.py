@@ -1,0 +1,219 @@
+"""A debugging session: one engine, its scenario, an injected clock and the operations log.
+
+The app and the command line both act through a Session, never on engine internals. Every
+user operation is appended to `operations`, so a session can be saved as a trace and
+re-executed exactly (scenario + operations determine everything).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from engine import Engine
+
+from .scenario import Scenario, ScenarioEvent
+
+Event = dict[str, Any]
+
+
+class ManualClock:
+    """The engine's injected clock: time moves only when the session says so."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(frozen=True)
+class _Mark:
+    next_event: int
+    clock: float
+    notes: int
+
+
+class Session:
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.clock = ManualClock()
+        self.engine: Engine = scenario.build_engine(self.clock)
+        self.next_event = 0
+        self.operations: list[dict[str, Any]] = []
+        self.notes: list[Event] = []  # scenario notes and clock moves, shown in the log
+        self._marks: deque[_Mark] = deque()
+        self._apply_due()
+
+    # -- what can happen now ------------------------------------------------------------------
+
+    @property
+    def pending_events(self) -> tuple[ScenarioEvent, ...]:
+        return self.scenario.events[self.next_event :]
+
+    def can_step(self) -> bool:
+        return not self.engine.idle
+
+    @property
+    def finished(self) -> bool:
+        return self.engine.idle and not self.pending_events
+
+    # -- operations (each is recorded) --------------------------------------------------------
+
+    def step(self) -> list[Event]:
+        """One engine round, then the scenario events that have become due."""
+        if not self.can_step():
+            raise ValueError("nothing to step: every request has finished")
+        self._marks.append(_Mark(self.next_event, self.clock.now, len(self.notes)))
+        events = self.engine.step()
+        while len(self._marks) > self.engine.undo_available:
+            self._marks.popleft()
+        self.operations.append({"op": "step"})
+        self._apply_due()
+        return events
+
+    def run(self, max_steps: int = 10_000) -> int:
+        """Step until the scenario is over (bounded); returns the rounds run."""
+        steps = 0
+        while self.can_step() and steps < max_steps:
+            self.step()
+            steps += 1
+        return steps
+
+    def undo(self) -> list[Event]:
+        if not self._marks:
+            raise ValueError("nothing to undo")
+        undone = self.engine.undo()
+        mark = self._marks.pop()
+        self.next_event = mark.next_event
+        self.clock.now = mark.clock
+        del self.notes[mark.notes :]
+        self.operations.append({"op": "undo"})
+        return undone
+
+    def can_undo(self) -> bool:
+        return bool(self._marks) and self.engine.undo_available > 0
+
+    def cancel(self, request_id: str) -> bool:
+        cancelled = self.engine.cancel(request_id)
+        self.operations.append({"op": "cancel", "id": request_id})
+        return cancelled
+
+    def rollback(self, request_id: str, tokens: int = 1) -> list[int]:
+        removed = self.engine.rollback(request_id, tokens)
+        self.operations.append({"op": "rollback", "id": request_id, "tokens": tokens})
+        return removed
+
+    def submit(self, prompt: list[int], max_tokens: int = 8, eos_id: int | None = None) -> str:
+        request_id = self.engine.submit(prompt, max_tokens=max_tokens, eos_id=eos_id)
+        self.operations.append(
+            {"op": "submit", "prompt": list(prompt), "max_tokens": max_tokens, "eos_id": eos_id}
+        )
+        return request_id
+
+    def advance_clock(self, seconds: float | None = None) -> float:
+        """Move the clock forward: by `seconds`, or just past the next cache expiry."""
+        if seconds is None:
+            seconds = self.next_expiry_gap()
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+            raise ValueError(f"the clock only moves forward; got {seconds!r} seconds")
+        self.clock.now += float(seconds)
+        self.notes.append(self._note(f"clock advanced to t={self.clock.now:g}"))
+        self.operations.append({"op": "clock", "seconds": float(seconds)})
+        return self.clock.now
+
+    def next_expiry_gap(self) -> float:
+        """Seconds until just after the next hot or warm expiry (1s when nothing expires)."""
+        now = self.clock.now
+        times = [
+            t
+            for entry in self.engine.snapshot()["cache"]
+            for t in (entry["hot_until"], entry["warm_until"])
+            if t > now
+        ]
+        return (min(times) - now) if times else 1.0
+
+    def apply(self, operation: dict[str, Any]) -> None:
+        """Re-execute one recorded operation (replaying a trace)."""
+        op = operation.get("op")
+        if op == "step":
+            self.step()
+        elif op == "undo":
+            self.undo()
+        elif op == "cancel":
+            self.cancel(operation["id"])
+        elif op == "rollback":
+            self.rollback(operation["id"], operation.get("tokens", 1))
+        elif op == "submit":
+            self.submit(operation["prompt"], operation["max_tokens"], operation.get("eos_id"))
+        elif op == "clock":
+            self.advance_clock(operation["seconds"])
+        else:
+            raise ValueError(f"unknown operation {op!r}")
+
+    # -- scenario events ----------------------------------------------------------------------
+
+    def _apply_due(self) -> None:
+        events = self.scenario.events
+        while self.next_event < len(events):
+            event = events[self.next_event]
+            due = (event.idle and self.engine.idle) or (
+                event.tick is not None and (event.tick <= self.engine.tick or self.engine.idle)
+            )
+            if not due:
+                return
+            self.next_event += 1
+            if event.clock is not None and event.clock > self.clock.now:
+                self.clock.now = event.clock
+                self.notes.append(self._note(f"clock moved to t={event.clock:g}"))
+            if event.note:
+                self.notes.append(self._note(event.note))
+            if event.submit is not None:
+                submit = event.submit
+                self.engine.submit(
+                    submit["prompt"],
+                    max_tokens=submit["max_tokens"],
+                    eos_id=submit.get("eos_id"),
+                    request_id=submit.get("id"),
+                )
+            if event.cancel is not None:
+                self.engine.cancel(event.cancel)
+
+    def _note(self, text: str) -> Event:
+        return {
+            "tick": self.engine.tick,
+            "kind": "note",
+            "request_id": None,
+            "text": text,
+            "trace_index": len(self.engine.trace),
+        }
+
+    # -- views --------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        snapshot = self.engine.snapshot()
+        snapshot["session"] = {
+            "scenario": self.scenario.name,
+            "pending_events": len(self.pending_events),
+            "can_step": self.can_step(),
+            "can_undo": self.can_undo(),
+            "finished": self.finished,
+            "operations": len(self.operations),
+        }
+        return snapshot
+
+    def log(self) -> list[Event]:
+        """Engine events and session notes, in the order they happened."""
+        merged: list[Event] = []
+        notes = iter(self.notes)
+        note = next(notes, None)
+        for index, event in enumerate(self.engine.trace):
+            while note is not None and note["trace_index"] <= index:
+                merged.append(note)
+                note = next(notes, None)
+            merged.append(event)
+        while note is not None:
+            merged.append(note)
+            note = next(notes, None)
+        return merged
