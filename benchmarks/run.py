@@ -1,0 +1,224 @@
+"""Benchmark harness: `python benchmarks/run.py [--workload NAME ...] [--quick] [--json OUT]`.
+
+Runs the named workloads on this repository's engine and, when `core-deepinfer` is importable
+(and --no-reference is not given), on the reference in the same process, interleaved workload by
+workload so both see the same machine load. Prints tables, the ratios and the issue's targets
+(reported, never asserted), and writes everything as JSON (default: benchmarks/results/latest.json).
+Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCHMARKS = Path(__file__).resolve().parent
+if str(BENCHMARKS) not in sys.path:  # also runnable as `python -m` from elsewhere
+    sys.path.insert(0, str(BENCHMARKS))
+
+import reference  # noqa: E402
+from engines import OurEngine  # noqa: E402
+from environment import environment  # noqa: E402
+from report import batch_ratios, evaluate_targets, long_ratios, render  # noqa: E402
+from tui_latency import run_tui  # noqa: E402
+from workloads import (  # noqa: E402
+    WORKLOAD_NAMES,
+    Tuning,
+    run_batch,
+    run_long,
+    shape_dict,
+    shapes,
+    warm_up,
+)
+
+DEFAULT_OUTPUT = BENCHMARKS / "results" / "latest.json"
+SCHEMA = 1
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/run.py",
+        description="Measure the engine (and the reference, when installed) on named workloads.",
+    )
+    parser.add_argument(
+        "--workload",
+        action="append",
+        choices=WORKLOAD_NAMES,
+        metavar="NAME",
+        help=f"run only this workload (repeatable): {', '.join(WORKLOAD_NAMES)}",
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer and shorter workloads")
+    parser.add_argument(
+        "--json", type=Path, default=DEFAULT_OUTPUT, metavar="OUT", help="where to write JSON"
+    )
+    parser.add_argument(
+        "--no-reference", action="store_true", help="do not run core-deepinfer even if installed"
+    )
+    parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc memory pass")
+    parser.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=1,
+        help="timed runs per workload; the median is reported (default 1)",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop one engine's run of one workload after this long (default 180, quick 30)",
+    )
+    parser.add_argument(
+        "--reference-tokens-at-4096",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="new tokens for the reference's long run at 4096 context (default: same as ours)",
+    )
+    parser.add_argument("--draft-width", type=_positive_int, default=4)
+    parser.add_argument("--branching", type=_positive_int, default=1, help="our draft branching")
+    parser.add_argument("--max-draft-nodes", type=_positive_int, default=16)
+    parser.add_argument(
+        "--undo-depth", type=int, default=None, help="our engine's undo_depth (default: engine's)"
+    )
+    args = parser.parse_args(argv)
+    if args.undo_depth is not None and args.undo_depth < 0:
+        parser.error("--undo-depth must be >= 0")
+    if args.time_limit is not None and not args.time_limit > 0:
+        parser.error("--time-limit must be positive")
+    return args
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    selected = [n for n in WORKLOAD_NAMES if n in (args.workload or WORKLOAD_NAMES)]
+    all_shapes = shapes(args.quick)
+    time_limit = args.time_limit or (30.0 if args.quick else 180.0)
+    tuning = Tuning(
+        draft_width=args.draft_width,
+        draft_branching=args.branching,
+        max_draft_nodes=args.max_draft_nodes,
+        undo_depth=args.undo_depth,
+    )
+    ours = OurEngine()
+    module = None if args.no_reference else reference.load()
+    theirs = reference.ReferenceEngine(module) if module is not None else None
+    results: dict[str, Any] = {
+        "schema": SCHEMA,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "quick": args.quick,
+        "argv": sys.argv[1:] if argv is None else argv,
+        "environment": environment(BENCHMARKS.parent),
+        "tuning": tuning.__dict__,
+        "time_limit_seconds": time_limit,
+        "comparison_note": reference.COMPARISON_NOTE,
+        "reference": {
+            "available": theirs is not None,
+            "version": theirs.version if theirs else None,
+            "reason": (
+                "--no-reference given"
+                if args.no_reference
+                else "core-deepinfer is not installed (pip install core-deepinfer)"
+            )
+            if theirs is None
+            else None,
+        },
+        "workloads": {},
+    }
+    engines = [e for e in (ours, theirs) if e is not None]
+    if any(n != "tui" for n in selected):
+        for engine in engines:
+            progress(f"warming up {engine.label}")
+            warm_up(engine, tuning)
+    workloads = results["workloads"]
+    for name in selected:
+        shape = all_shapes[name]
+        entry: dict[str, Any] = {"shape": shape_dict(shape)}
+        workloads[name] = entry
+        if name in ("batch", "batch-greedy"):
+            for engine in engines:
+                progress(f"{name} on {engine.label}")
+                entry[engine.name] = run_batch(
+                    engine, shape, tuning, time_limit=time_limit, repeat=args.repeat
+                )
+            entry["ratio"] = batch_ratios(entry["ours"], entry.get("reference"))
+        elif name == "long":
+            for engine in engines:
+                progress(f"long on {engine.label} (contexts {list(shape.lengths)})")
+                fewer = None
+                if engine is theirs and args.reference_tokens_at_4096:
+                    fewer = {4096: args.reference_tokens_at_4096}
+                entry[engine.name] = run_long(
+                    engine,
+                    shape,
+                    tuning,
+                    time_limit=time_limit,
+                    repeat=args.repeat,
+                    new_tokens_at=fewer,
+                )
+            entry["ratio"] = long_ratios(entry["ours"], entry.get("reference"))
+        elif name == "tui":
+            progress(f"tui: {shape.presses} presses at {shape.requests} active requests")
+            entry["ours"] = run_tui(shape)
+            entry["note"] = "the reference has no user interface: no comparison"
+    if not args.no_memory:
+        results["memory"] = memory_pass(ours, selected, all_shapes, tuning, time_limit)
+    results["targets"] = evaluate_targets(results)
+    print(render(results))
+    write_json(args.json, results)
+    print(f"\nJSON written to {args.json}")
+    return 0
+
+
+def memory_pass(
+    ours: OurEngine,
+    selected: list[str],
+    all_shapes: dict[str, Any],
+    tuning: Tuning,
+    time_limit: float,
+) -> dict[str, Any]:
+    """Our engine again under tracemalloc: peaks, per-step transients, growth with context."""
+    memory: dict[str, Any] = {"note": "tracemalloc, our engine only; timings of this pass unused"}
+    for name in ("batch", "batch-greedy"):
+        if name in selected:
+            progress(f"memory pass: {name}")
+            memory[name] = run_batch(
+                ours, all_shapes[name], tuning, time_limit=time_limit * 4, trace_memory=True
+            )
+    if "long" in selected:
+        progress("memory pass: long")
+        memory["long"] = run_long(
+            ours, all_shapes["long"], tuning, time_limit=time_limit * 4, trace_memory=True
+        )
+    return memory
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write through a temporary name and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

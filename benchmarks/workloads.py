@@ -1,0 +1,297 @@
+"""The named workloads: their shapes (full and --quick) and how each is run on an engine.
+
+* `batch`        - many requests decoding together, speculative (the default draft).
+* `batch-greedy` - the same without a draft.
+* `long`         - one request at a time with a long prompt: prefill time, then decode time
+                   per committed token, greedy and speculative, at several context lengths.
+* `tui`          - keypress-to-refresh latency of the debugger (see tui_latency.py).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import asdict, dataclass, replace
+from functools import partial
+from typing import Any
+
+from engines import EngineSpec, EngineUnderTest
+from measure import RunRecord, drive, summarise_steps
+
+WORKLOAD_NAMES = ("batch", "batch-greedy", "long", "tui")
+VOCAB = 64
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    requests: int
+    prompt_tokens: int
+    new_tokens: int
+    speculative: bool
+
+
+@dataclass(frozen=True)
+class LongShape:
+    lengths: tuple[int, ...]
+    new_tokens: int
+    block_size: int = 64
+
+
+@dataclass(frozen=True)
+class TuiShape:
+    requests: int
+    prompt_tokens: int
+    new_tokens: int
+    presses: int
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Command-line overrides of the speculation and history settings (defaults: engine's)."""
+
+    draft_width: int = 4
+    draft_branching: int = 1
+    max_draft_nodes: int = 16
+    undo_depth: int | None = None
+
+
+def shapes(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {
+            "batch": BatchShape(requests=16, prompt_tokens=64, new_tokens=16, speculative=True),
+            "batch-greedy": BatchShape(
+                requests=16, prompt_tokens=64, new_tokens=16, speculative=False
+            ),
+            "long": LongShape(lengths=(256, 1024), new_tokens=8),
+            "tui": TuiShape(requests=64, prompt_tokens=16, new_tokens=64, presses=10),
+        }
+    return {
+        "batch": BatchShape(requests=16, prompt_tokens=64, new_tokens=64, speculative=True),
+        "batch-greedy": BatchShape(requests=16, prompt_tokens=64, new_tokens=64, speculative=False),
+        "long": LongShape(lengths=(256, 1024, 2048, 4096), new_tokens=32),
+        "tui": TuiShape(requests=64, prompt_tokens=16, new_tokens=256, presses=50),
+    }
+
+
+def random_prompts(count: int, length: int, seed: int) -> list[list[int]]:
+    """Deterministic random prompts (different seeds per workload: no accidental cache hits)."""
+    rng = random.Random(seed)
+    return [[rng.randrange(VOCAB) for _ in range(length)] for _ in range(count)]
+
+
+def shape_dict(shape: Any) -> dict[str, Any]:
+    data = asdict(shape)
+    if "lengths" in data:
+        data["lengths"] = list(data["lengths"])
+    return data
+
+
+# -- batch ------------------------------------------------------------------------------------
+
+
+def batch_spec(shape: BatchShape, tuning: Tuning) -> EngineSpec:
+    # Every request is admitted every round; 64 verified positions per round gives each of the
+    # 16 requests its main position plus 3 draft tokens. The pool holds every request's whole
+    # sequence (plus speculative rows and what the prefix cache and undo history retain).
+    positions = shape.prompt_tokens + shape.new_tokens + tuning.draft_width + 1
+    per_request = -(-positions // 16)
+    return EngineSpec(
+        speculative=shape.speculative,
+        max_active=shape.requests,
+        max_batch_tokens=max(64, shape.requests),
+        block_size=16,
+        num_blocks=max(512, 3 * per_request * shape.requests),
+        draft_width=tuning.draft_width,
+        draft_branching=tuning.draft_branching,
+        max_draft_nodes=tuning.max_draft_nodes,
+        undo_depth=tuning.undo_depth,
+    )
+
+
+def run_batch(
+    adapter: EngineUnderTest,
+    shape: BatchShape,
+    tuning: Tuning,
+    *,
+    time_limit: float,
+    repeat: int = 1,
+    trace_memory: bool = False,
+) -> dict[str, Any]:
+    spec = batch_spec(shape, tuning)
+    prompts = random_prompts(shape.requests, shape.prompt_tokens, seed=1)
+    runs = []
+    for _ in range(max(1, repeat)):
+        record, engine = drive(
+            partial(adapter.build, spec),
+            prompts,
+            shape.new_tokens,
+            verified_key=adapter.verified_key,
+            time_limit=time_limit,
+            trace_memory=trace_memory,
+        )
+        runs.append((record, engine))
+    if trace_memory:
+        record, engine = runs[0]
+        return _memory_summary(record)
+    # The median run by throughput: one slow outlier (another process on a 2-core machine)
+    # neither wins nor loses the comparison.
+    ranked = sorted(runs, key=lambda pair: summarise_steps(pair[0].steps)["tokens_per_second"] or 0)
+    record, engine = ranked[len(ranked) // 2]
+    result = _run_summary(record)
+    result["counters"] = adapter.counters(engine)
+    result["engine"] = adapter.describe(spec)
+    if repeat > 1:
+        result["repeats"] = [summarise_steps(r.steps)["tokens_per_second"] for r, _ in runs]
+    return result
+
+
+def _run_summary(record: RunRecord) -> dict[str, Any]:
+    summary = summarise_steps(record.steps)
+    summary.update(
+        {
+            "requests_finished": record.finished,
+            "requests_submitted": record.submitted,
+            "truncated": record.truncated,
+            "rss_peak_delta_bytes": record.rss_peak_delta_bytes,
+        }
+    )
+    return summary
+
+
+def _memory_summary(record: RunRecord) -> dict[str, Any]:
+    transients = [s.transient_bytes or 0 for s in record.steps]
+    final = record.steps[-1].traced_bytes if record.steps else None
+    return {
+        "traced_peak_bytes": record.traced_peak_bytes,
+        "traced_final_bytes": final,
+        "committed_tokens": record.committed,
+        "max_step_transient_bytes": max(transients) if transients else None,
+        "truncated": record.truncated,
+    }
+
+
+# -- long context -----------------------------------------------------------------------------
+
+
+def long_spec(length: int, shape: LongShape, speculative: bool, tuning: Tuning) -> EngineSpec:
+    positions = length + shape.new_tokens + tuning.draft_width + 1
+    blocks = -(-positions // shape.block_size)
+    return EngineSpec(
+        speculative=speculative,
+        max_active=1,
+        max_batch_tokens=64,
+        block_size=shape.block_size,
+        # Room for the sequence twice over: undo history and the prefix cache keep blocks.
+        num_blocks=2 * blocks + 8,
+        draft_width=tuning.draft_width,
+        draft_branching=tuning.draft_branching,
+        max_draft_nodes=tuning.max_draft_nodes,
+        undo_depth=tuning.undo_depth,
+    )
+
+
+def run_long(
+    adapter: EngineUnderTest,
+    shape: LongShape,
+    tuning: Tuning,
+    *,
+    time_limit: float,
+    repeat: int = 1,
+    trace_memory: bool = False,
+    modes: tuple[str, ...] = ("greedy", "speculative"),
+    new_tokens_at: dict[int, int] | None = None,
+) -> dict[str, Any]:
+    """Per mode and context length: prefill (the first round) and decode after it.
+
+    `new_tokens_at` lowers the number of new tokens at given lengths (used for a slow engine);
+    the result records the count actually used.
+    """
+    results: dict[str, Any] = {}
+    for mode in modes:
+        per_length: dict[str, Any] = {}
+        for length in shape.lengths:
+            new_tokens = (new_tokens_at or {}).get(length, shape.new_tokens)
+            sized = replace(shape, new_tokens=new_tokens)
+            spec = long_spec(length, sized, mode != "greedy", tuning)
+            prompt = random_prompts(1, length, seed=1000 + length)
+            runs = []
+            for _ in range(1 if trace_memory else max(1, repeat)):
+                record, engine = drive(
+                    partial(adapter.build, spec),
+                    prompt,
+                    new_tokens,
+                    verified_key=adapter.verified_key,
+                    time_limit=time_limit,
+                    trace_memory=trace_memory,
+                )
+                runs.append(record)
+            if trace_memory:
+                per_length[str(length)] = _long_memory(runs[0])
+            else:
+                per_length[str(length)] = _long_summary(runs, new_tokens)
+                per_length[str(length)]["counters"] = adapter.counters(engine)
+        results[mode] = per_length
+    return results
+
+
+def _long_summary(runs: list[RunRecord], new_tokens: int) -> dict[str, Any]:
+    figures = [_long_figures(record) for record in runs]
+    # Element-wise medians across repeats; one repeat is just its own figures.
+    summary = dict(figures[len(figures) // 2])
+    for key in ("prefill_seconds", "decode_ms_per_token"):
+        values = [f[key] for f in figures if f[key] is not None]
+        summary[key] = statistics.median(values) if values else None
+    summary["new_tokens"] = new_tokens
+    if len(runs) > 1:
+        summary["repeats"] = [
+            {key: f[key] for key in ("prefill_seconds", "decode_ms_per_token")} for f in figures
+        ]
+    return summary
+
+
+def _long_figures(record: RunRecord) -> dict[str, Any]:
+    if not record.steps:
+        return {"prefill_seconds": None, "decode_ms_per_token": None, "truncated": record.truncated}
+    prefill, decode = record.steps[0], record.steps[1:]
+    decode_summary = summarise_steps(decode)
+    committed = decode_summary["committed_tokens"]
+    return {
+        "prefill_seconds": prefill.seconds,
+        "prefill_committed_tokens": prefill.committed,
+        "decode_ms_per_token": (
+            decode_summary["seconds"] / committed * 1000.0 if committed else None
+        ),
+        "decode": decode_summary,
+        "truncated": record.truncated,
+        "rss_peak_delta_bytes": record.rss_peak_delta_bytes,
+    }
+
+
+def _long_memory(record: RunRecord) -> dict[str, Any]:
+    steps = record.steps
+    decode_transients = [s.transient_bytes or 0 for s in steps[1:]]
+    return {
+        "traced_peak_bytes": record.traced_peak_bytes,
+        "prefill_transient_bytes": steps[0].transient_bytes if steps else None,
+        "decode_max_transient_bytes": max(decode_transients) if decode_transients else None,
+        "decode_mean_transient_bytes": (
+            sum(decode_transients) / len(decode_transients) if decode_transients else None
+        ),
+        "traced_final_bytes": steps[-1].traced_bytes if steps else None,
+        "committed_tokens": record.committed,
+        "truncated": record.truncated,
+    }
+
+
+def warm_up(adapter: EngineUnderTest, tuning: Tuning) -> None:
+    """A few small rounds first, so one-time costs (imports, first calls) are not timed."""
+    for speculative in (True, False):
+        shape = BatchShape(requests=4, prompt_tokens=24, new_tokens=8, speculative=speculative)
+        spec = batch_spec(shape, tuning)
+        drive(
+            partial(adapter.build, spec),
+            random_prompts(4, 24, seed=99),
+            8,
+            verified_key=adapter.verified_key,
+            time_limit=30.0,
+        )
