@@ -106,6 +106,24 @@ def git_commit(root: Path) -> str | None:
     return done.stdout.strip() or None
 
 
+def uncommitted_changes(root: Path) -> list[str] | None:
+    """Files under engine/ and deepinfer_tui/ that differ from the commit (measured as is)."""
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--", "engine", "deepinfer_tui"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return [line[3:] for line in done.stdout.splitlines() if line.strip()]
+
+
 def environment(root: Path) -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],
@@ -116,6 +134,7 @@ def environment(root: Path) -> dict[str, Any]:
         "blas": blas_info(),
         "blas_environment": {name: os.environ.get(name) for name in BLAS_VARIABLES},
         "git_commit": git_commit(root),
+        "uncommitted_changes": uncommitted_changes(root),
     }
 
 

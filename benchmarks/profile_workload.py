@@ -2,6 +2,7 @@
 
     python benchmarks/profile_workload.py batch
     python benchmarks/profile_workload.py long --context 2048 --mode speculative
+    python benchmarks/profile_workload.py tui
 
 Prints the top functions by cumulative and by own (total) time and saves the raw profile
 (benchmarks/results/profile-<workload>.prof; open it with `python -m pstats` or snakeviz).
@@ -24,8 +25,10 @@ if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
 from engines import OurEngine  # noqa: E402
+from tui_latency import run_tui  # noqa: E402
 from workloads import (  # noqa: E402
     LongShape,
+    TuiShape,
     Tuning,
     run_batch,
     run_long,
@@ -36,7 +39,7 @@ from workloads import (  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python benchmarks/profile_workload.py")
-    parser.add_argument("workload", choices=("batch", "batch-greedy", "long"))
+    parser.add_argument("workload", choices=("batch", "batch-greedy", "long", "tui"))
     parser.add_argument("--context", type=int, default=2048, help="long: prompt length")
     parser.add_argument("--mode", choices=("greedy", "speculative"), default="speculative")
     parser.add_argument("--top", type=int, default=15)
@@ -50,7 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     shape = shapes(args.quick)[args.workload]
     profiler = cProfile.Profile()
     profiler.enable()
-    if isinstance(shape, LongShape):
+    if isinstance(shape, TuiShape):
+        outcome = run_tui(shape)  # the app's event loop runs in this thread: it is profiled
+        if "error" in outcome:
+            print(f"tui: {outcome['error']}", file=sys.stderr)
+        label = "tui"
+    elif isinstance(shape, LongShape):
         run_long(
             ours,
             replace(shape, lengths=(args.context,)),

@@ -225,6 +225,7 @@ def render(results: dict[str, Any]) -> str:
         f"deepinfer-tui benchmarks ({'quick' if results['quick'] else 'full'}) · "
         f"python {env['python']} · numpy {env['numpy']} · {env['cpu_count']} CPUs · "
         f"commit {env['git_commit'] or '?'}"
+        + (" + uncommitted changes" if env.get("uncommitted_changes") else "")
     )
     out.append("BLAS: " + describe_blas(env))
     reference = results["reference"]
