@@ -1,0 +1,286 @@
+"""The trace-snapshot document: the whole engine at one moment, as Rich renderables.
+
+Unlike the app's screen it shows everything at once: header figures, the request table, every
+request's block map and last draft tree, the prefix cache and the complete commit log. It is
+built only from a snapshot dict and the session log, so the same state always renders the same
+document. Meaning never rests on colour alone: states and verdicts also carry a symbol or word.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from .describe import describe
+
+# Pool strip: one character per block, so the strip reads the same in plain text.
+BLOCK_SYMBOLS: dict[str, tuple[str, str]] = {
+    "committed": ("█", "green"),
+    "shared": ("▓", "cyan"),
+    "cached": ("▒", "yellow"),
+    "retained": ("▪", "magenta"),
+    "dropped": ("×", "red"),
+    "free": ("░", "bright_black"),
+}
+VERDICT_SYMBOLS: dict[str, tuple[str, str]] = {
+    "root": ("●", "bold"),
+    "accepted": ("✓", "green"),
+    "rejected": ("✗", "red"),
+    "unverified": ("·", "bright_black"),
+}
+STATUS_STYLES = {"queued": "yellow", "running": "cyan", "finished": "green"}
+
+
+def _tokens(values: list[int] | tuple[int, ...]) -> str:
+    return "[" + " ".join(str(v) for v in values) + "]"
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.0f}%"
+
+
+def _probability(value: float) -> str:
+    text = f"{value:.2f}"
+    return "p" + (text[1:] if text.startswith("0") else text)
+
+
+def document_title(snapshot: dict[str, Any]) -> str:
+    scenario = snapshot.get("session", {}).get("scenario", "engine")
+    return f"deepinfer-tui trace snapshot · {scenario} · tick {snapshot['tick']}"
+
+
+def header(snapshot: dict[str, Any]) -> Table:
+    metrics = snapshot["metrics"]
+    blocks, requests = metrics["blocks"], metrics["requests"]
+    cache, work, drafts = metrics["cache"], metrics["work"], metrics["drafts"]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("tick · clock", f"t{snapshot['tick']} · {snapshot['clock']:g}s")
+    grid.add_row(
+        "requests",
+        f"{requests['queued']} queued · {requests['running']} running · "
+        f"{requests['finished']} finished · queue {' '.join(snapshot['queue']) or '(empty)'}",
+    )
+    grid.add_row(
+        "blocks",
+        f"{blocks['used']}/{blocks['total']} used · {blocks['cached']} cached · "
+        f"{blocks['shared']} shared · {blocks['retained']} retained for undo · "
+        f"{blocks['free']} free",
+    )
+    grid.add_row(
+        "speculation",
+        f"acceptance {_percent(snapshot['acceptance'])} ({drafts['accepted']} of "
+        f"{drafts['proposed']} drafted tokens) · rolled back "
+        f"{requests['rolled_back_positions']} positions",
+    )
+    grid.add_row(
+        "tokens",
+        f"{requests['committed_tokens']} committed · {requests['preemptions']} preemptions · "
+        f"{requests['evictions']} evictions",
+    )
+    grid.add_row(
+        "restores",
+        f"{cache['hot']} hot · {cache['warm']} warm · {cache['cold']} cold",
+    )
+    grid.add_row(
+        "work",
+        f"{work['target_forwards']} target forwards · {work['encoder_rows']} encoder rows · "
+        f"{work['consumer_rows']} consumer rows · {work['draft_forwards']} draft forwards · "
+        f"{work['draft_rows']} draft rows",
+    )
+    models = " · ".join(
+        f"{role} {m['identity']} (vocab {m['vocab_size']}, width {m['width']}, depth "
+        f"{m['depth']}, window {m['window']})"
+        for role, m in snapshot["models"].items()
+    )
+    grid.add_row("models", models)
+    config = snapshot["config"]
+    grid.add_row(
+        "config",
+        ", ".join(f"{key} {value}" for key, value in config.items() if key != "cost_curve")
+        + (f", cost curve {config['cost_curve']}" if config.get("cost_curve") else ""),
+    )
+    session = snapshot.get("session")
+    if session:
+        grid.add_row(
+            "session",
+            f"{session['operations']} operations · {session['pending_events']} scenario events "
+            f"pending · undo {snapshot['undo']['available']} rounds",
+        )
+    return grid
+
+
+def pool_strip(snapshot: dict[str, Any]) -> Text:
+    strip = Text()
+    for block in snapshot["pool"]["blocks"]:
+        symbol, style = BLOCK_SYMBOLS.get(block["state"], ("?", ""))
+        strip.append(symbol, style)
+    strip.append("\n")
+    for state, (symbol, style) in BLOCK_SYMBOLS.items():
+        strip.append(f"{symbol} {state}  ", style)
+    return strip
+
+
+def request_table(snapshot: dict[str, Any]) -> Table:
+    table = Table(title="Requests", title_justify="left", expand=False)
+    for column in ("id", "state", "cache", "out", "drafts", "blocks", "finish", "generated"):
+        table.add_column(column, no_wrap=column != "generated")
+    for request in snapshot["requests"]:
+        restore = request["restore"]
+        cache = f"{restore['cache']} {restore['reused_positions']}" if restore else "–"
+        drafts = f"{request['accepted']}/{request['proposed']}"
+        table.add_row(
+            request["id"],
+            Text(request["status"], STATUS_STYLES.get(request["status"], "")),
+            cache,
+            f"{len(request['generated'])}/{request['max_tokens']}",
+            drafts,
+            str(len(request["blocks"])),
+            request["finish_reason"] or "",
+            _tokens(request["generated"]),
+        )
+    return table
+
+
+def block_map(request: dict[str, Any]) -> RenderableType:
+    if not request["blocks"]:
+        why = "finished; its blocks went back to the pool or the cache"
+        if request["status"] != "finished":
+            why = "holds no blocks yet"
+        return Text(f"block map: {why}", "italic")
+    low, high = request["window"]
+    table = Table(box=None, padding=(0, 1), show_edge=False)
+    for column in ("block", "positions", "slots", "ref", "state", "hash"):
+        table.add_column(column, no_wrap=True)
+    for block in request["blocks"]:
+        slots = Text()
+        for offset, token in enumerate(block["slots"]):
+            position = block["first_position"] + offset
+            in_window = low <= position < high
+            label = "·" if token is None else str(token)
+            slots.append(label, "bold underline" if in_window else "")
+            slots.append(" ")
+        symbol, style = BLOCK_SYMBOLS.get(block["state"], ("?", ""))
+        first = block["first_position"]
+        table.add_row(
+            f"#{block['id']}",
+            f"{first}–{first + len(block['slots']) - 1}",
+            slots,
+            str(block["refcount"]),
+            Text(f"{symbol} {block['state']}", style),
+            block["hash"] or "–",
+        )
+    notes = Text(f"local window: positions {low}–{high - 1}", "italic")
+    if request["dropped_blocks"]:
+        dropped = " ".join(f"#{b}" for b in request["dropped_blocks"])
+        notes.append(f" · speculative blocks dropped this round: {dropped}", "red")
+    return Group(table, notes)
+
+
+def draft_tree(request: dict[str, Any]) -> RenderableType:
+    tree_data = request["tree"]
+    if not tree_data:
+        return Text("draft tree: none yet", "italic")
+    nodes = tree_data["nodes"]
+    root_node = nodes[0]
+    tree = Tree(
+        Text(
+            f"● {root_node['token']} root at position {tree_data['base_position']} "
+            f"(round t{tree_data['round']})",
+            "bold",
+        )
+    )
+    branches: dict[int, Tree] = {root_node["id"]: tree}
+    for node in nodes[1:]:
+        verdict = node["verdict"] or "unverified"
+        symbol, style = VERDICT_SYMBOLS.get(verdict, ("?", ""))
+        label = Text(f"{symbol} {node['token']} {_probability(node['prob'])} {verdict}", style)
+        if verdict == "rejected" and node["target_token"] is not None:
+            label.append(f" (target {node['target_token']})")
+        parent = branches.get(node["parent"], tree)
+        branches[node["id"]] = parent.add(label)
+    commit = request["last_commit"]
+    if commit:
+        tree.add(
+            Text(
+                f"committed {_tokens(commit['tokens'])}: {commit['accepted']} accepted of "
+                f"{commit['verified']} verified, {commit['outcome']} token, rolled back "
+                f"{commit['rolled_back_positions']} positions",
+                "italic",
+            )
+        )
+    return tree
+
+
+def request_section(request: dict[str, Any]) -> Panel:
+    restore = request["restore"]
+    lines = Text()
+    lines.append(f"prompt {_tokens(request['prompt'])} → generated ")
+    lines.append(_tokens(request["generated"]), "bold")
+    lines.append(f" of {request['max_tokens']}")
+    if request["eos_id"] is not None:
+        lines.append(f" (eos {request['eos_id']})")
+    if request["error"]:
+        lines.append(f"\nerror: {request['error']}", "red")
+    if restore:
+        lines.append(
+            f"\nrestore {restore['cache']}: reused {restore['reused_positions']} positions, "
+            f"computed {restore['suffix_positions']} ({restore['reason']}); "
+            f"{restore['recovery_mode']} recovery"
+        )
+    if request["preemptions"]:
+        lines.append(f"\npreempted {request['preemptions']} times")
+    status = request["status"] + (
+        f" ({request['finish_reason']})" if request["finish_reason"] else ""
+    )
+    return Panel(
+        Group(lines, block_map(request), draft_tree(request)),
+        title=f"{request['id']} · {status}",
+        title_align="left",
+    )
+
+
+def cache_table(snapshot: dict[str, Any]) -> RenderableType:
+    if not snapshot["cache"]:
+        return Text("prefix cache: empty", "italic")
+    table = Table(title="Prefix cache", title_justify="left")
+    for column in ("tokens", "blocks", "state", "hot until", "warm until"):
+        table.add_column(column)
+    for entry in snapshot["cache"]:
+        table.add_row(
+            _tokens(entry["tokens"]),
+            " ".join(f"#{b}" for b in entry["blocks"]),
+            entry["state"],
+            f"t={entry['hot_until']:g}",
+            f"t={entry['warm_until']:g}",
+        )
+    return table
+
+
+def commit_log(log: list[dict[str, Any]]) -> RenderableType:
+    if not log:
+        return Text("(no events yet)", "italic")
+    return Text("\n".join(describe(event) for event in log))
+
+
+def snapshot_document(snapshot: dict[str, Any], log: list[dict[str, Any]]) -> Group:
+    """Everything, in reading order: figures, requests, each request, cache, full log."""
+    return Group(
+        Rule(document_title(snapshot)),
+        header(snapshot),
+        Text("\nKV pool", "bold"),
+        pool_strip(snapshot),
+        Text(),
+        request_table(snapshot),
+        *(request_section(request) for request in snapshot["requests"]),
+        cache_table(snapshot),
+        Rule(f"Commit log · {len(log)} entries"),
+        commit_log(log),
+    )

@@ -1,0 +1,387 @@
+"""Saved traces: the versioned JSON schema, loading it back, and re-executing it frame by frame.
+
+A trace holds what is needed to re-run a session exactly (scenario, which fixes models, config
+and seed, plus the list of user operations) and what that run produced (every engine event and
+session note). Re-execution is deterministic, so replaying a trace must reproduce its events;
+a difference means the trace was edited, or this build computes something else.
+
+Schema (version 1), one JSON object:
+    format      "deepinfer-trace"
+    version     1
+    scenario    Scenario.to_dict() (models, config, seed, timed events)
+    config      the engine configuration the run used (EngineConfig.to_dict())
+    seed        the scenario seed
+    models      {role: {identity, vocab_size, width, depth, window}} for target (and draft)
+    tick        engine tick when the trace was saved
+    clock       injected clock (seconds) when the trace was saved
+    operations  the session's operations, e.g. {"op": "step"}, {"op": "cancel", "id": ...}
+    events      Session.log(): engine events and session notes, in order
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .describe import describe
+from .scenario import Scenario, ScenarioError, parse_scenario
+from .session import Session
+
+FORMAT = "deepinfer-trace"
+VERSION = 1
+REQUIRED_FIELDS = ("scenario", "config", "seed", "models", "operations", "events")
+
+# Fields every recorded operation needs, with a check and what to say when it fails.
+_OPERATION_FIELDS: dict[str, tuple[str, ...]] = {
+    "step": (),
+    "undo": (),
+    "cancel": ("id",),
+    "rollback": ("id",),
+    "submit": ("prompt", "max_tokens"),
+    "clock": ("seconds",),
+}
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be used; the message names the file and the problem."""
+
+
+def _jsonable(value: Any) -> Any:
+    """The value as JSON would give it back (tuples become lists, keys become strings)."""
+    return json.loads(json.dumps(value, allow_nan=False))
+
+
+def model_identities(session: Session) -> dict[str, dict[str, Any]]:
+    return {
+        role: {
+            "identity": model.identity,
+            "vocab_size": model.vocab_size,
+            "width": model.width,
+            "depth": model.depth,
+            "window": model.window,
+        }
+        for role, model in session.engine.models.items()
+    }
+
+
+def trace_data(session: Session) -> dict[str, Any]:
+    """The session as a version-1 trace document (plain JSON data)."""
+    return _jsonable(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "scenario": session.scenario.to_dict(),
+            "config": session.engine.config.to_dict(),
+            "seed": session.scenario.seed,
+            "models": model_identities(session),
+            "tick": session.engine.tick,
+            "clock": session.clock.now,
+            "operations": session.operations,
+            "events": session.log(),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """A validated trace: enough to rebuild the session and check the re-execution."""
+
+    source: str
+    scenario: Scenario
+    config: dict[str, Any]
+    seed: int
+    models: dict[str, Any]
+    operations: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    tick: int | None = None
+
+
+def load_trace(path: str | Path) -> TraceFile:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TraceError(f"{path}: is a folder, not a trace file") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not a text file, so not a JSON trace") from None
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read it ({error.strerror or error})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TraceError(
+            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+        ) from None
+    return parse_trace(data, str(path))
+
+
+def parse_trace(data: Any, source: str = "<trace>") -> TraceFile:
+    """Validate a trace document completely; every problem is one TraceError line."""
+
+    def fail(problem: str) -> TraceError:
+        return TraceError(f"{source}: {problem}")
+
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        found = data.get("format") if isinstance(data, dict) else None
+        detail = f' (its format is "{found}")' if isinstance(found, str) else ""
+        raise fail(f'not a deepinfer trace{detail}; expected "format": "{FORMAT}"')
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise fail(f"trace version must be an integer, got {version!r}")
+    if version > VERSION:
+        raise fail(
+            f"trace version {version} is newer than this deepinfer-tui reads (version "
+            f"{VERSION}); upgrade deepinfer-tui to open it"
+        )
+    if version < VERSION:
+        raise fail(
+            f"trace version {version} is older than this deepinfer-tui reads (version "
+            f"{VERSION}); re-export it with the release that wrote it"
+        )
+    missing = [name for name in REQUIRED_FIELDS if name not in data]
+    if missing:
+        raise fail(f"missing field(s) {', '.join(missing)}")
+    try:
+        scenario = parse_scenario(data["scenario"], f"{source}: scenario")
+    except ScenarioError as error:
+        raise TraceError(str(error)) from None
+    seed = data["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise fail(f"seed must be an integer, got {seed!r}")
+    if not isinstance(data["config"], dict):
+        raise fail("config must be an object of engine settings")
+    if not isinstance(data["models"], dict):
+        raise fail("models must be an object of model identities")
+    operations = data["operations"]
+    if not isinstance(operations, list):
+        raise fail("operations must be a list")
+    for index, operation in enumerate(operations):
+        _check_operation(operation, f"operations[{index}]", fail)
+    events = data["events"]
+    if not isinstance(events, list):
+        raise fail("events must be a list")
+    for index, event in enumerate(events):
+        if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
+            raise fail(f"events[{index}] must be an object with a string kind")
+        tick = event.get("tick")
+        if isinstance(tick, bool) or not isinstance(tick, int):
+            raise fail(f"events[{index}] needs an integer tick, got {tick!r}")
+    tick = data.get("tick")
+    return TraceFile(
+        source=source,
+        scenario=scenario,
+        config=data["config"],
+        seed=seed,
+        models=data["models"],
+        operations=operations,
+        events=events,
+        tick=tick if isinstance(tick, int) and not isinstance(tick, bool) else None,
+    )
+
+
+def _check_operation(operation: Any, where: str, fail: Any) -> None:
+    if not isinstance(operation, dict):
+        raise fail(f"{where} must be an object with an op")
+    op = operation.get("op")
+    if op not in _OPERATION_FIELDS:
+        known = ", ".join(_OPERATION_FIELDS)
+        raise fail(f"{where}: unknown operation {op!r} (known: {known})")
+    missing = [name for name in _OPERATION_FIELDS[op] if name not in operation]
+    if missing:
+        raise fail(f"{where}: {op} needs {', '.join(missing)}")
+    seconds = operation.get("seconds")
+    if op == "clock" and (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+    ):
+        raise fail(f"{where}: clock seconds must be a number, got {seconds!r}")
+
+
+# -- re-execution ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The session as it was after one operation (or at the start)."""
+
+    label: str
+    snapshot: dict[str, Any]
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _safe_describe(event: Any) -> str:
+    """describe(), tolerant of hand-edited events that lack fields."""
+    try:
+        return describe(event)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return json.dumps(event, sort_keys=True)[:160]
+
+
+def _operation_label(
+    operation: dict[str, Any], before: dict[str, Any], after: dict[str, Any], session: Session
+) -> str:
+    op = operation["op"]
+    if op in ("step", "undo"):
+        return f"{op} → t{session.engine.tick}"
+    if op == "cancel":
+        return f"cancel {operation['id']}"
+    if op == "rollback":
+        tokens = operation.get("tokens", 1)
+        return f"roll back {operation['id']} by {tokens} token{'s' if tokens != 1 else ''}"
+    if op == "submit":
+        known = {r["id"] for r in before["requests"]}
+        added = [r["id"] for r in after["requests"] if r["id"] not in known]
+        return f"submit {added[0]}" if added else "submit"
+    if op == "clock":
+        return f"clock → t={session.clock.now:g}"
+    return str(op)
+
+
+class Replay:
+    """Re-executes a trace, keeping a frame after the start and after every operation.
+
+    `divergence` is None when the re-executed events equal the recorded ones exactly;
+    otherwise it describes the first difference in one line.
+    """
+
+    def __init__(self, trace: TraceFile) -> None:
+        self.trace = trace
+        try:
+            self.session = Session(trace.scenario)
+        except (ValueError, KeyError) as error:
+            raise TraceError(f"{trace.source}: cannot rebuild its engine: {error}") from None
+        self.frames: list[Frame] = [self._frame("start")]
+        self.position = 0
+        self.divergence_index: int | None = None
+        failure = self._execute()
+        self.divergence: str | None = failure or self._compare()
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> Replay:
+        return cls(load_trace(path))
+
+    # -- navigation --------------------------------------------------------------------------
+
+    @property
+    def current(self) -> Frame:
+        return self.frames[self.position]
+
+    def forward(self) -> bool:
+        if self.position + 1 >= len(self.frames):
+            return False
+        self.position += 1
+        return True
+
+    def back(self) -> bool:
+        if self.position == 0:
+            return False
+        self.position -= 1
+        return True
+
+    def seek(self, position: int) -> Frame:
+        if not 0 <= position < len(self.frames):
+            raise ValueError(f"frame {position} is outside 0..{len(self.frames) - 1}")
+        self.position = position
+        return self.current
+
+    @property
+    def reproduced(self) -> bool:
+        return self.divergence is None
+
+    # -- re-execution and comparison ---------------------------------------------------------
+
+    def _frame(self, label: str, snapshot: dict[str, Any] | None = None) -> Frame:
+        if snapshot is None:
+            snapshot = self.session.snapshot()
+        return Frame(label=label, snapshot=snapshot, log=self.session.log())
+
+    def _execute(self) -> str | None:
+        for index, operation in enumerate(self.trace.operations):
+            before = self.frames[-1]
+            try:
+                self.session.apply(operation)
+            except (ValueError, KeyError) as error:
+                message = error.args[0] if error.args else error
+                return (
+                    f"operation {index} ({operation.get('op')}) failed on re-execution: {message}"
+                )
+            snapshot = self.session.snapshot()
+            label = _operation_label(operation, before.snapshot, snapshot, self.session)
+            self.frames.append(self._frame(label, snapshot))
+        return None
+
+    def _compare(self) -> str | None:
+        recorded_models = {
+            role: (m.get("identity") if isinstance(m, dict) else None)
+            for role, m in self.trace.models.items()
+        }
+        rebuilt_models = {r: m.identity for r, m in self.session.engine.models.items()}
+        if recorded_models != rebuilt_models:
+            return (
+                f"model identity differs: the trace recorded {recorded_models}, this build "
+                f"computes {rebuilt_models}"
+            )
+        config = self.session.engine.config.to_dict()
+        if _jsonable(config) != self.trace.config:
+            changed = sorted(
+                k
+                for k in set(config) | set(self.trace.config)
+                if _jsonable(config.get(k)) != self.trace.config.get(k)
+            )
+            return f"config differs from the scenario's in {', '.join(changed)}"
+        got = _jsonable(self.session.log())
+        expected = self.trace.events
+        for index, (want, have) in enumerate(zip(expected, got)):
+            if want != have:
+                self.divergence_index = index
+                return f"event {index}: {_difference(want, have)}"
+        if len(got) != len(expected):
+            index = min(len(got), len(expected))
+            self.divergence_index = index
+            if len(got) < len(expected):
+                return (
+                    f"event {index}: expected {_safe_describe(expected[index])!r}, but "
+                    f"re-execution ended after {len(got)} events"
+                )
+            extra = _safe_describe(got[index])
+            return f"event {index}: re-execution produced an extra event {extra!r}"
+        return None
+
+
+def _difference(want: dict[str, Any], have: dict[str, Any]) -> str:
+    expected_line, got_line = _safe_describe(want), _safe_describe(have)
+    if expected_line != got_line:
+        return f"expected {expected_line!r}, got {got_line!r}"
+    # Same sentence, so the difference is in a detail describe() leaves out: name it.
+    path, expected, got = _first_difference(want, have, "")
+    return f"{expected_line!r} differs at {path}: expected {_short(expected)}, got {_short(got)}"
+
+
+_MISSING = "(missing)"
+
+
+def _first_difference(want: Any, have: Any, path: str) -> tuple[str, Any, Any]:
+    """The path of the first differing leaf, e.g. "nodes[1].prob", and both values there."""
+    if isinstance(want, dict) and isinstance(have, dict):
+        for key in sorted(set(want) | set(have)):
+            if want.get(key, _MISSING) != have.get(key, _MISSING):
+                where = f"{path}.{key}" if path else key
+                return _first_difference(want.get(key, _MISSING), have.get(key, _MISSING), where)
+    if isinstance(want, list) and isinstance(have, list):
+        for index, (left, right) in enumerate(zip(want, have)):
+            if left != right:
+                return _first_difference(left, right, f"{path}[{index}]")
+        if len(want) != len(have):
+            return f"{path} length", len(want), len(have)
+    return path, want, have
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if value is _MISSING else json.dumps(value, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
