@@ -284,7 +284,8 @@ def _long_memory(record: RunRecord) -> dict[str, Any]:
 
 
 def warm_up(adapter: EngineUnderTest, tuning: Tuning) -> None:
-    """A few small rounds first, so one-time costs (imports, first calls) are not timed."""
+    """A few small runs first, so one-time costs are not timed: first calls, and the BLAS
+    thread pool, which starts on the first matrix product large enough to be split."""
     for speculative in (True, False):
         shape = BatchShape(requests=4, prompt_tokens=24, new_tokens=8, speculative=speculative)
         spec = batch_spec(shape, tuning)
@@ -292,6 +293,14 @@ def warm_up(adapter: EngineUnderTest, tuning: Tuning) -> None:
             partial(adapter.build, spec),
             random_prompts(4, 24, seed=99),
             8,
+            verified_key=adapter.verified_key,
+            time_limit=30.0,
+        )
+        long_shape = LongShape(lengths=(512,), new_tokens=4)
+        drive(
+            partial(adapter.build, long_spec(512, long_shape, speculative, tuning)),
+            random_prompts(1, 512, seed=98),
+            4,
             verified_key=adapter.verified_key,
             time_limit=30.0,
         )
