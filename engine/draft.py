@@ -49,6 +49,23 @@ class DraftTree:
         self.path_probs.append(self.path_probs[parent] * prob)
         return len(self.tokens) - 1
 
+    def judge(self, verified: list[int], path: list[int], argmax: dict[int, int]) -> None:
+        """Record each node's verdict and, where the target disagreed, the target's token."""
+        chosen, accepted = set(verified), set(path)
+        self.selected = [i == ROOT or i in chosen for i in range(len(self))]
+        self.verdicts, self.target_tokens = [], []
+        for i in range(len(self)):
+            if i == ROOT:
+                verdict, token = "root", None
+            elif i not in chosen:
+                verdict, token = "unverified", None
+            elif i in accepted:
+                verdict, token = "accepted", self.tokens[i]
+            else:
+                verdict, token = "rejected", argmax.get(self.parents[i])
+            self.verdicts.append(verdict)
+            self.target_tokens.append(token)
+
     def to_dict(self) -> dict:
         return {
             "nodes": [
@@ -73,21 +90,31 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
-def expand(tree: DraftTree, frontier: list[int], logits: np.ndarray, branching: int, cap: int):
-    """Give each frontier node its top-`branching` children, best path probability first,
-    while the tree has fewer than `cap` non-root nodes. Returns the new nodes."""
-    candidates = []
+def top_children(logits: np.ndarray, branching: int) -> tuple[np.ndarray, np.ndarray]:
+    """Softmax probabilities and the `branching` most likely tokens of every row at once."""
     probabilities = softmax(logits)
-    for node, row in zip(frontier, probabilities):
-        top = np.argsort(-row, kind="stable")[:branching]
-        for token in top:
-            candidates.append((-tree.path_probs[node] * float(row[token]), node, int(token)))
+    if branching == 1:
+        top = probabilities.argmax(axis=-1)[:, None]
+    else:
+        top = np.argsort(-probabilities, axis=-1, kind="stable")[:, :branching]
+    return probabilities, top
+
+
+def expand(
+    tree: DraftTree, frontier: list[int], probabilities: np.ndarray, top: np.ndarray, cap: int
+) -> list[int]:
+    """Give each frontier node its top children, best path probability first, while the tree
+    has fewer than `cap` non-root nodes. Returns the new nodes."""
+    candidates = []
+    for row, node in enumerate(frontier):
+        base = tree.path_probs[node]
+        for token in top[row].tolist():
+            p = float(probabilities[row, token])
+            candidates.append((-base * p, node, token, p))
     candidates.sort()
     added = []
-    for _, node, token in candidates:
-        if len(tree) - 1 >= cap:
-            break
-        added.append(tree.add(node, token, float(probabilities[frontier.index(node), token])))
+    for _, node, token, p in candidates[: max(0, cap - (len(tree) - 1))]:
+        added.append(tree.add(node, token, p))
     return added
 
 

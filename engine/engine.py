@@ -10,6 +10,7 @@ a warm restore has the first without the second.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -27,13 +28,13 @@ from .draft import (
     best_nodes,
     choose_budget,
     expand,
+    top_children,
     select_nodes,
 )
 from .kv import BlockPool
-from .model import RowBatchItem, Rows, State, TinyModel
+from .model import RowBatchItem, Rows, State, Stored, TinyModel
 
 Event = dict[str, Any]
-ROLES = ("target", "draft")
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Request:
     last_commit: dict[str, Any] | None = None
     final: tuple[Rows, int] | None = None  # rows [0, cursor) copied out at finish, cursor
     preemptions: int = 0
+    hashed: int = 0  # leading blocks whose prefix hash is set
 
     @property
     def generated(self) -> int:
@@ -147,8 +149,14 @@ class Engine:
             raise ValueError("clock must be a callable returning seconds")
         else:
             self._clock = clock
+        # An early-exit draft computes exactly the target's rows for committed positions, so it
+        # reads the target's KV; any other draft keeps its own rows in the same blocks.
+        self.draft_reads_target = draft is not None and draft.is_early_exit_of(self.target)
+        self.kv_models = {"target": self.target}
+        if draft is not None and not self.draft_reads_target:
+            self.kv_models["draft"] = draft
         self.pool = BlockPool(
-            self.models, num_blocks=self.config.num_blocks, block_size=self.config.block_size
+            self.kv_models, num_blocks=self.config.num_blocks, block_size=self.config.block_size
         )
         self.cache = PrefixCache(capacity=self.config.cache_capacity)
         self.requests: dict[str, Request] = {}
@@ -166,6 +174,7 @@ class Engine:
                 "cold",
                 "proposed",
                 "accepted",
+                "verified",
                 "target_forwards",
                 "draft_forwards",
                 "encoder_rows",
@@ -291,7 +300,11 @@ class Engine:
                 "retained": counts.retained,
             },
             "cache": {"hot": c["hot"], "warm": c["warm"], "cold": c["cold"]},
-            "drafts": {"proposed": c["proposed"], "accepted": c["accepted"]},
+            "drafts": {
+                "proposed": c["proposed"],
+                "verified": c["verified"],
+                "accepted": c["accepted"],
+            },
             "work": {
                 "target_forwards": c["target_forwards"],
                 "draft_forwards": c["draft_forwards"],
@@ -318,13 +331,14 @@ class Engine:
         if request.final is not None:
             stored, cursor = request.final
         else:
-            cursor = min(self._cursor(request, "target"))
-            stored = self._read(request, "target", cursor)
+            cursor = min(self._cursor(request, "target")) if request.table else 0
+            stored = self._rows(request, "target", 0, cursor)
         window = self.target.window
+        local_start = max(0, cursor - window + 1, request.consumer_from)
         item = RowBatchItem(
             context=stored,
-            encoder_length=cursor,
-            local_positions=np.arange(max(0, cursor - window + 1), cursor),
+            local=stored.take(slice(local_start, cursor)),
+            local_positions=np.arange(local_start, cursor),
             tokens=np.array(tokens[cursor:]),
             positions=np.arange(cursor, n),
             parents=np.arange(n - cursor) - 1,
@@ -332,20 +346,7 @@ class Engine:
             consumer_from=request.consumer_from,
         )
         (new,) = self.target.compute_rows([item])
-        keep = min(window, n)
-        local_k = np.concatenate([stored.local_keys, new.local_keys], axis=1)[:, -keep:]
-        local_v = np.concatenate([stored.local_values, new.local_values], axis=1)[:, -keep:]
-        return State(
-            tokens=tokens,
-            encoder_keys=np.concatenate([stored.encoder_keys[:cursor], new.encoder_keys]),
-            encoder_values=np.concatenate([stored.encoder_values[:cursor], new.encoder_values]),
-            source=np.concatenate([stored.source[:cursor], new.source]),
-            shared_keys=np.concatenate([stored.shared_keys[:cursor], new.shared_keys]),
-            shared_values=np.concatenate([stored.shared_values[:cursor], new.shared_values]),
-            local_keys=tuple(local_k[i] for i in range(self.target.depth)),
-            local_values=tuple(local_v[i] for i in range(self.target.depth)),
-            logits=new.logits[-1].copy(),
-        )
+        return self.target.state_of(tokens, Rows.concat([stored, new]))
 
     def rollback(self, request_id: str, tokens: int = 1) -> list[int]:
         """Remove the request's last `tokens` generated tokens (clamped); returns them.
@@ -387,6 +388,7 @@ class Engine:
         for role in request.cursors:
             request.cursors[role] = [min(c, cursor) for c in request.cursors[role]]
         keep = -(-cursor // size)
+        request.hashed = min(request.hashed, cursor // size)
         freed = request.table[keep:]
         self.pool.release(freed)
         del request.table[keep:]
@@ -588,7 +590,7 @@ class Engine:
             self.pool.hold(blocks)
             request.table = list(blocks)
         consumer = reused if found.cache == "hot" else 0
-        request.cursors = {role: [reused, consumer] for role in self.models}
+        request.cursors = {role: [reused, consumer] for role in self.kv_models}
         n = len(request.tokens)
         bounded = self.config.recovery_mode != "exact" and found.cache != "hot"
         request.local_lower = max(0, n - self.config.keep) if bounded else 0
@@ -612,82 +614,108 @@ class Engine:
     # -- drafting -----------------------------------------------------------------------------
 
     def _grow_trees(self, plans: list[_Plan]) -> None:
+        """Grow each request's draft tree one level per batched draft forward.
+
+        Level 0 catches the draft up to the root (prefill, replay or just the pending token);
+        every later level computes the rows of the nodes chosen for expansion. The stored
+        context is padded once and shared by all levels.
+        """
         assert self.draft is not None
         cfg = self.config
-        limits = {id(p): min(cfg.draft_width, p.request.remaining - 1) for p in plans}
-        active = [p for p in plans if limits[id(p)] > 0]
+        active = [p for p in plans if min(cfg.draft_width, p.request.remaining - 1) > 0]
         if not active:
             return
-        # Level 0: catch the draft up to the root (prefill, replay or the pending token).
-        for plan in active:
-            plan.draft_item = self._catch_up_item(plan.request, "draft")
-        outputs = self.draft.forward_rows([p.draft_item for p in active])
+        role = "target" if self.draft_reads_target else "draft"
+        items = [self._catch_up_item(plan.request, role) for plan in active]
+        context = self.draft.batch_context(items)
+        outputs = self.draft.forward_rows(items, context)
         self.counters["draft_forwards"] += 1
-        for plan, out in zip(active, outputs):
-            plan.draft_out = out
-            self.counters["draft_rows"] += len(out.logits)
-            plan.draft_rows[ROOT] = len(out.logits) - 1
-            plan.draft_replay = plan.draft_item.replay
-            plan.frontier = expand(
-                plan.tree, [ROOT], out.logits[-1:], cfg.draft_branching, cfg.max_draft_nodes
-            )
+        expanding = []
+        for plan, item, out in zip(active, items, outputs):
+            plan.draft_item, plan.draft_out = item, out
+            plan.draft_replay = item.replay
+            plan.draft_rows[ROOT] = len(out) - 1
+            self.counters["draft_rows"] += len(out)
+            expanding.append([ROOT])
+        self._expand_level(active, expanding, [out.logits[-1:] for out in outputs])
         for depth in range(1, cfg.draft_width):
-            level = []
+            expanding = []
             for plan in active:
-                frontier = best_nodes(plan.tree, plan.frontier, cfg.draft_branching)
                 room = len(plan.tree) - 1 < cfg.max_draft_nodes
-                if depth < limits[id(plan)] and frontier and room:
-                    level.append((plan, frontier))
-            if not level:
+                deep_enough = depth < min(cfg.draft_width, plan.request.remaining - 1)
+                chosen = best_nodes(plan.tree, plan.frontier, cfg.draft_branching)
+                expanding.append(chosen if room and deep_enough else [])
+            if not any(expanding):
                 break
-            items = []
-            for plan, frontier in level:
-                item = plan.draft_item
-                out = plan.draft_out
-                assert item is not None and out is not None
-                rows = len(out.logits)
-                parents = [plan.draft_rows[plan.tree.parents[node]] for node in frontier]
-                items.append(
-                    replace(
-                        item,
-                        tokens=np.array([plan.tree.tokens[n] for n in frontier]),
-                        positions=np.array([len(plan.request.tokens) - 1 + depth] * len(frontier)),
-                        parents=np.array(parents),
-                        replay=0,
-                        earlier=out,
-                        earlier_positions=np.concatenate([item.earlier_positions, item.positions]),
-                        earlier_parents=np.concatenate([item.earlier_parents, item.parents]),
-                        earlier_full=np.concatenate(
-                            [item.earlier_full, np.arange(len(item.positions)) >= item.replay]
-                        ),
-                    )
-                )
-                for offset, node in enumerate(frontier):
-                    plan.draft_rows[node] = rows + offset
-            outputs = self.draft.forward_rows(items)
+            items = [self._level_item(plan, nodes, depth) for plan, nodes in zip(active, expanding)]
+            outputs = self.draft.forward_rows(items, context)
             self.counters["draft_forwards"] += 1
-            for (plan, frontier), item, out in zip(level, items, outputs):
-                self.counters["draft_rows"] += len(frontier)
+            for plan, nodes, item, out in zip(active, expanding, items, outputs):
+                if not nodes:
+                    continue
+                base = len(plan.draft_out)
+                for offset, node in enumerate(nodes):
+                    plan.draft_rows[node] = base + offset
                 plan.draft_item = item
-                plan.draft_out = _concat_rows(plan.draft_out, out)
-                plan.frontier = expand(
-                    plan.tree, frontier, out.logits, cfg.draft_branching, cfg.max_draft_nodes
-                )
+                plan.draft_out = Rows.concat([plan.draft_out, out])
+                self.counters["draft_rows"] += len(nodes)
+            self._expand_level(active, expanding, [out.logits for out in outputs])
         for plan in active:
             proposed = len(plan.tree) - 1
             plan.request.proposed += proposed
             self.counters["proposed"] += proposed
+            self._emit("draft", plan.request.request_id, **plan.tree.to_dict())
+
+    def _expand_level(
+        self, plans: list[_Plan], expanding: list[list[int]], logits: list[np.ndarray]
+    ) -> None:
+        """Add children to every expanded node of every plan (one softmax/top-k for all)."""
+        cfg = self.config
+        probabilities, top = top_children(np.concatenate(logits), cfg.draft_branching)
+        row = 0
+        for plan, nodes in zip(plans, expanding):
+            count = len(nodes)  # each expanded node contributed one row of logits
+            plan.frontier = expand(
+                plan.tree,
+                nodes,
+                probabilities[row : row + count],
+                top[row : row + count],
+                cfg.max_draft_nodes,
+            )
+            row += count
+
+    def _level_item(self, plan: _Plan, nodes: list[int], depth: int) -> RowBatchItem:
+        """The draft rows of `nodes` (all at `depth`), attending to this round's earlier rows."""
+        item, tree = plan.draft_item, plan.tree
+        assert item is not None and plan.draft_out is not None
+        position = len(plan.request.tokens) - 1 + depth
+        return RowBatchItem(
+            context=item.context,
+            local=item.local,
+            local_positions=item.local_positions,
+            tokens=np.array([tree.tokens[n] for n in nodes], dtype=np.int64),
+            positions=np.full(len(nodes), position, dtype=np.int64),
+            parents=np.array([plan.draft_rows[tree.parents[n]] for n in nodes], dtype=np.int64),
+            replay=0,
+            local_lower=item.local_lower,
+            consumer_from=item.consumer_from,
+            earlier=plan.draft_out,
+            earlier_positions=np.concatenate([item.earlier_positions, item.positions]),
+            earlier_parents=np.concatenate([item.earlier_parents, item.parents]),
+            earlier_full=np.concatenate(
+                [item.earlier_full, np.arange(len(item.positions)) >= item.replay]
+            ),
+        )
 
     def _catch_up_item(self, request: Request, role: str) -> RowBatchItem:
         """Rows from the role's cursor to the pending token (replay rows first)."""
         encoder, consumer = self._cursor(request, role)
         n = len(request.tokens)
-        window = self.models[role].window
-        local_start = max(0, consumer - window + 1, request.consumer_from)
-        context = self._read(request, role, encoder, local_start, consumer)
+        window = self.kv_models[role].window
+        local_start = min(max(0, consumer - window + 1, request.consumer_from), consumer)
         return RowBatchItem(
-            context=context,
-            encoder_length=encoder,
+            context=self._stored(request, role, 0, encoder),
+            local=self._stored(request, role, local_start, consumer),
             local_positions=np.arange(local_start, consumer),
             tokens=np.array(request.tokens[consumer:]),
             positions=np.arange(consumer, n),
@@ -807,6 +835,7 @@ class Engine:
             f"{request.request_id} was the most recently admitted",
         )
         request.table = []
+        request.hashed = 0
         request.cursors = {}
         request.admitted = 0
         request.status = "queued"
@@ -873,99 +902,75 @@ class Engine:
         request, tree, item = plan.request, plan.tree, plan.item
         assert item is not None
         n = len(request.tokens)
-        size = self.config.block_size
-        encoder, consumer = self._cursor(request, "target")
+        consumer = self._cursor(request, "target")[1]
         # Every computed row lands in the pool: committed positions first, then the tree's
         # nodes in breadth-first order as speculative rows.
         slots = self.pool.slots(request.table, consumer, consumer + len(item.tokens))
         store = self.pool.stores["target"]
         replay = item.replay
         if replay:
-            store.write(slots[:replay], _take(out, slice(0, replay)), encoder=False)
-        store.write(slots[replay:], _take(out, slice(replay, None)))
+            store.write(slots[:replay], out.take(slice(0, replay)), encoder=False)
+        store.write(slots[replay:], out.take(slice(replay, None)))
         rows = plan.target_rows
-        argmax = {node: int(np.argmax(out.logits[row])) for node, row in rows.items()}
+        nodes = list(rows)
+        best = out.logits[[rows[node] for node in nodes]].argmax(axis=-1)
+        argmax = dict(zip(nodes, best.tolist()))
         decision = accept(tree, plan.selected, argmax, request.eos_id)
-        # Move the accepted path's rows next to the committed prefix.
+        # Move the accepted path's rows next to the committed prefix (a chain is already there).
         for depth, node in enumerate(decision.path, start=1):
-            source_row = rows[node]
-            target_row = rows[ROOT] + depth
+            source_row, target_row = rows[node], rows[ROOT] + depth
             if source_row != target_row:
-                store.copy_slots(
-                    slots[source_row : source_row + 1], slots[target_row : target_row + 1]
-                )
-        accepted_tokens = [tree.tokens[i] for i in decision.path]
-        new_tokens = accepted_tokens + (
-            [decision.next_token] if decision.next_token is not None else []
-        )
+                store.copy_slots(slots[source_row], slots[target_row])
+        new_tokens = [tree.tokens[i] for i in decision.path]
+        if decision.next_token is not None:
+            new_tokens.append(decision.next_token)
         new_tokens = new_tokens[: request.remaining]
         request.tokens.extend(new_tokens)
         cursor = len(request.tokens) - 1  # every row before the new pending token is computed
         request.cursors["target"] = [cursor, cursor]
         self._commit_draft(plan, decision.path, cursor)
-        encoder_rows = len(item.tokens) - replay
-        self.counters["encoder_rows"] += encoder_rows
-        self.counters["consumer_rows"] += (
-            int(np.sum(item.positions >= request.consumer_from)) * self.target.depth
+        accepted = len(decision.path)
+        rolled_back = len(plan.selected) - accepted
+        counters = self.counters
+        counters["encoder_rows"] += len(item.tokens) - replay
+        consumer_rows = (
+            len(item.tokens)
+            if not request.consumer_from
+            else int(np.sum(item.positions >= request.consumer_from))
         )
-        self.counters["accepted"] += len(decision.path)
-        self.counters["committed_tokens"] += len(new_tokens)
-        request.accepted += len(decision.path)
+        counters["consumer_rows"] += consumer_rows * self.target.depth
+        counters["accepted"] += accepted
+        counters["verified"] += len(plan.selected)
+        counters["committed_tokens"] += len(new_tokens)
+        counters["rolled_back_positions"] += rolled_back
+        request.accepted += accepted
         request.confidences = [tree.path_probs[i] for i in plan.selected]
-        # Verdicts for the debugger.
-        tree.selected = [i == ROOT or i in set(plan.selected) for i in range(len(tree))]
-        on_path = set(decision.path)
-        verdicts, target_tokens = [], []
-        for i in range(len(tree)):
-            parent = tree.parents[i]
-            if i == ROOT:
-                verdicts.append("root")
-                target_tokens.append(None)
-            elif not tree.selected[i]:
-                verdicts.append("unverified")
-                target_tokens.append(None)
-            elif i in on_path:
-                verdicts.append("accepted")
-                target_tokens.append(tree.tokens[i])
-            else:
-                verdicts.append("rejected")
-                target_tokens.append(argmax.get(parent))
-        tree.verdicts, tree.target_tokens = verdicts, target_tokens
-        request.tree = tree.to_dict() | {"round": self.tick, "base_position": n - 1}
+        tree.judge(plan.selected, decision.path, argmax)
+        tree_view = tree.to_dict()
+        request.tree = {**tree_view, "round": self.tick, "base_position": n - 1}
         # Rows beyond the new cursor were speculative: their blocks go back to the pool.
-        keep_blocks = -(-cursor // size)
+        keep_blocks = -(-cursor // self.config.block_size)
         dropped = request.table[keep_blocks:]
-        rolled_back = len(plan.selected) - len(decision.path)
         if dropped:
             self.pool.release(dropped)
             del request.table[keep_blocks:]
         self._hash_full_blocks(request, cursor)
-        self.counters["rolled_back_positions"] += rolled_back
         request.last_commit = {
             "round": self.tick,
             "tokens": new_tokens,
-            "accepted": len(decision.path),
+            "accepted": accepted,
             "verified": len(plan.selected),
             "outcome": decision.kind,
             "rolled_back_positions": rolled_back,
             "dropped_blocks": dropped,
-            "speculative_positions": [n + i for i in range(len(plan.selected))],
+            "speculative_positions": list(range(n, n + len(plan.selected))),
         }
-        if self.draft is not None:
-            self._emit("draft", request.request_id, **tree.to_dict())
-        self._emit(
-            "verify",
-            request.request_id,
-            nodes=[
-                {"id": i, "verdict": verdicts[i], "target_token": target_tokens[i]}
-                for i in range(len(tree))
-            ],
-        )
+        self._emit("verify", request.request_id, nodes=tree_view["nodes"])
         self._emit(
             "commit",
             request.request_id,
             tokens=new_tokens,
-            accepted=len(decision.path),
+            accepted=accepted,
             verified=len(plan.selected),
             outcome=decision.kind,
             rolled_back_positions=rolled_back,
@@ -974,8 +979,11 @@ class Engine:
         if request.fresh:
             request.fresh = False
             self._publish(request, now)
-        last = request.tokens[-1]
-        if request.eos_id is not None and request.generated > 0 and last == request.eos_id:
+        if (
+            request.eos_id is not None
+            and request.generated > 0
+            and new_tokens[-1:] == [request.eos_id]
+        ):
             self._finish(request, "stop", now=now)
         elif request.remaining <= 0:
             self._finish(request, "length", now=now)
@@ -984,7 +992,7 @@ class Engine:
 
     def _commit_draft(self, plan: _Plan, path: list[int], cursor: int) -> None:
         """Keep the draft rows of committed positions; the draft resumes from there."""
-        if self.draft is None or plan.draft_out is None or plan.draft_item is None:
+        if "draft" not in self.kv_models or plan.draft_out is None or plan.draft_item is None:
             return
         request = plan.request
         encoder, consumer = self._cursor(request, "draft")
@@ -1001,10 +1009,10 @@ class Engine:
         slots = self.pool.slots(request.table, consumer, consumer + len(chain))
         store = self.pool.stores["draft"]
         replay = min(plan.draft_replay, len(chain))
-        rows = _take(out, np.array(chain))
+        rows = out.take(np.array(chain))
         if replay:
-            store.write(slots[:replay], _take(rows, slice(0, replay)), encoder=False)
-        store.write(slots[replay:], _take(rows, slice(replay, None)))
+            store.write(slots[:replay], rows.take(slice(0, replay)), encoder=False)
+        store.write(slots[replay:], rows.take(slice(replay, None)))
         end = consumer + len(chain)
         request.cursors["draft"] = [max(encoder, end), end]
 
@@ -1051,11 +1059,13 @@ class Engine:
             self._publish(request, self.now() if now is None else now)
         if request.table:
             cursor = min(self._cursor(request, "target"))
-            request.final = (_copy_rows(self._read(request, "target", cursor)), cursor)
+            stored = self._rows(request, "target", 0, cursor)
+            request.final = (Rows(stored.data.copy(), stored.layout), cursor)
             self.pool.release(request.table)
             request.table = []
+            request.hashed = 0
         elif request.final is None:
-            request.final = (_empty_rows(self.target), 0)
+            request.final = (Rows.empty(self.target.layout), 0)
         if request.request_id in self._queue:
             self._queue.remove(request.request_id)
         request.status = "finished"
@@ -1159,82 +1169,42 @@ class Engine:
     def _cursor(self, request: Request, role: str) -> list[int]:
         return request.cursors.get(role, [0, 0])
 
-    def _read(
-        self,
-        request: Request,
-        role: str,
-        encoder: int,
-        local_start: int | None = None,
-        consumer: int | None = None,
-    ) -> Rows:
-        consumer = encoder if consumer is None else consumer
-        if local_start is None:
-            local_start = max(0, consumer - self.models[role].window + 1)
-        if not request.table:
-            return _empty_rows(self.models[role])
-        rows = self.pool.read(role, request.table, encoder, 0)
-        local = self.pool.slots(request.table, local_start, consumer)
-        store = self.pool.stores[role]
-        rows.local_keys = store.local_keys[:, local]
-        rows.local_values = store.local_values[:, local]
-        return rows
+    def _stored(self, request: Request, role: str, start: int, stop: int) -> Stored:
+        """A lazy view of the request's rows [start, stop) of one model in the pool."""
+        data = self.pool.stores[role].data
+        if stop <= start or not request.table:
+            return Stored(data, slice(0, 0))
+        if start == 0:
+            return Stored(data, self.pool.span(request.table, stop))
+        return Stored(data, self.pool.slots(request.table, start, stop))
+
+    def _rows(self, request: Request, role: str, start: int, stop: int) -> Rows:
+        """The request's stored rows for positions [start, stop) of one model."""
+        if stop <= start or not request.table:
+            return Rows.empty(self.kv_models[role].layout)
+        return self.pool.read(role, request.table, start, stop)
 
     def _cache_only_blocks(self) -> set[int]:
         held = {b for r in self.requests.values() for b in r.table}
         return {b for b in self.cache.blocks() if b not in held}
 
     def _hash_full_blocks(self, request: Request, cursor: int) -> None:
+        """Chain a prefix hash over every newly filled block (blocks are immutable once full)."""
         size = self.config.block_size
-        previous = self._cache_key()
-        for index in range(cursor // size):
+        full = cursor // size
+        previous = self._cache_key() if request.hashed == 0 else None
+        for index in range(request.hashed, full):
             block = request.table[index]
+            if previous is None:
+                previous = self.pool.block_hash[request.table[index - 1]]
             if self.pool.block_hash[block] is None:
                 chunk = tuple(request.tokens[index * size : (index + 1) * size])
-                self.pool.block_hash[block] = f"{hash((previous, chunk)) & 0xFFFFFFFF:08x}"
-            previous = self.pool.block_hash[block] or previous
+                digest = hashlib.blake2b(repr((previous, chunk)).encode(), digest_size=4)
+                self.pool.block_hash[block] = digest.hexdigest()
+            previous = self.pool.block_hash[block]
+        request.hashed = max(request.hashed, full)
 
     def _emit(self, kind: str, request_id: str | None, **data: Any) -> Event:
         event = {"tick": self.tick, "kind": kind, "request_id": request_id, **data}
         self.trace.append(event)
         return event
-
-
-def _take(rows: Rows, index: slice | np.ndarray) -> Rows:
-    return Rows(
-        rows.encoder_keys[index],
-        rows.encoder_values[index],
-        rows.source[index],
-        rows.shared_keys[index],
-        rows.shared_values[index],
-        rows.local_keys[:, index],
-        rows.local_values[:, index],
-        rows.logits[index],
-    )
-
-
-def _concat_rows(first: Rows | None, second: Rows) -> Rows:
-    if first is None:
-        return second
-    return Rows(
-        *(
-            np.concatenate([getattr(first, f), getattr(second, f)])
-            for f in ("encoder_keys", "encoder_values", "source", "shared_keys", "shared_values")
-        ),
-        np.concatenate([first.local_keys, second.local_keys], axis=1),
-        np.concatenate([first.local_values, second.local_values], axis=1),
-        np.concatenate([first.logits, second.logits]),
-    )
-
-
-def _copy_rows(rows: Rows) -> Rows:
-    return Rows(*(np.array(getattr(rows, f)) for f in Rows.__dataclass_fields__))
-
-
-def _empty_rows(model: TinyModel) -> Rows:
-    w, d = model.width, model.depth
-    return Rows(
-        *(np.zeros((0, w)) for _ in range(5)),
-        np.zeros((d, 0, w)),
-        np.zeros((d, 0, w)),
-        np.zeros((0, model.vocab_size)),
-    )

@@ -24,7 +24,7 @@ RECOVERY_MODES = ("exact", "mask", "compact")
 _NEG = -1e300  # masked score; finite so that fully masked rows give zero weights, not NaN
 # Consumer layer i adds its update scaled by LAYER_DECAY**i: deeper layers refine rather than
 # rewrite, so a shallow draft built from the first layers agrees with the target often.
-LAYER_DECAY = 0.5
+LAYER_DECAY = 0.3
 # Positions enter through sinusoids of random frequencies; fast ones keep generations varied.
 POSITION_SCALE = 1.5
 
@@ -102,35 +102,141 @@ class State:
         return error
 
 
-@dataclass
-class Rows:
-    """Per-position arrays for a set of rows (from the pool, a forward, or the oracle)."""
+class Layout:
+    """Column layout of one model's packed per-position row.
 
-    encoder_keys: np.ndarray  # (..., n, W)
-    encoder_values: np.ndarray
-    source: np.ndarray
-    shared_keys: np.ndarray
-    shared_values: np.ndarray
-    local_keys: np.ndarray  # (..., depth, n, W)
-    local_values: np.ndarray
-    logits: np.ndarray  # (..., n, V)
+    [encoder K | encoder V | shared K | shared V | source | local K,V per layer | logits]
+    The first four blocks are contiguous so global attention reads them in one slice.
+    """
+
+    def __init__(self, width: int, depth: int, vocab_size: int) -> None:
+        w = width
+        self.width, self.depth, self.vocab_size = width, depth, vocab_size
+        self.encoder_keys = slice(0, w)
+        self.encoder_values = slice(w, 2 * w)
+        self.shared_keys = slice(2 * w, 3 * w)
+        self.shared_values = slice(3 * w, 4 * w)
+        self.globals = slice(0, 4 * w)
+        self.source = slice(4 * w, 5 * w)
+        self.local = slice(5 * w, 5 * w + 2 * depth * w)
+        self.logits = slice(5 * w + 2 * depth * w, 5 * w + 2 * depth * w + vocab_size)
+        self.size = self.logits.stop
+
+    def local_keys(self, layer: int) -> slice:
+        start = self.local.start + 2 * layer * self.width
+        return slice(start, start + self.width)
+
+    def local_values(self, layer: int) -> slice:
+        start = self.local.start + (2 * layer + 1) * self.width
+        return slice(start, start + self.width)
+
+
+class Rows:
+    """Packed per-position rows (n, layout.size): from the pool, a forward, or the oracle.
+
+    One array per set of rows keeps pool reads and writes to a single NumPy operation; the
+    named properties are views into it.
+    """
+
+    __slots__ = ("data", "layout")
+
+    def __init__(self, data: np.ndarray, layout: Layout) -> None:
+        self.data = data
+        self.layout = layout
+
+    @classmethod
+    def empty(cls, layout: Layout, count: int = 0) -> Rows:
+        return cls(np.zeros((count, layout.size)), layout)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def take(self, index: slice | np.ndarray | list[int]) -> Rows:
+        return Rows(self.data[index], self.layout)
+
+    @staticmethod
+    def concat(parts: list[Rows]) -> Rows:
+        return Rows(np.concatenate([p.data for p in parts]), parts[0].layout)
+
+    def _column(self, columns: slice) -> np.ndarray:
+        return self.data[:, columns]
+
+    def columns(self, columns: slice, rows: np.ndarray | None = None) -> np.ndarray:
+        """Some columns of all rows (or of `rows`); the shared reading interface of contexts."""
+        return self.data[:, columns] if rows is None else self.data[rows, columns]
+
+    @property
+    def encoder_keys(self) -> np.ndarray:
+        return self._column(self.layout.encoder_keys)
+
+    @property
+    def encoder_values(self) -> np.ndarray:
+        return self._column(self.layout.encoder_values)
+
+    @property
+    def source(self) -> np.ndarray:
+        return self._column(self.layout.source)
+
+    @property
+    def shared_keys(self) -> np.ndarray:
+        return self._column(self.layout.shared_keys)
+
+    @property
+    def shared_values(self) -> np.ndarray:
+        return self._column(self.layout.shared_values)
+
+    @property
+    def local_keys(self) -> np.ndarray:
+        """(depth, n, W)"""
+        return np.stack([self.data[:, self.layout.local_keys(i)] for i in range(self.layout.depth)])
+
+    @property
+    def local_values(self) -> np.ndarray:
+        return np.stack(
+            [self.data[:, self.layout.local_values(i)] for i in range(self.layout.depth)]
+        )
+
+    @property
+    def logits(self) -> np.ndarray:
+        return self._column(self.layout.logits)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A request's rows inside a pool array, read lazily: a batch gathers only the columns its
+    attention needs (and a contiguous run of blocks is read without copying)."""
+
+    data: np.ndarray  # the pool's packed array
+    index: slice | np.ndarray  # slots of the positions, in position order
+
+    def __len__(self) -> int:
+        if isinstance(self.index, slice):
+            return self.index.stop - self.index.start
+        return len(self.index)
+
+    def columns(self, columns: slice, rows: np.ndarray | None = None) -> np.ndarray:
+        if rows is None:
+            return self.data[self.index, columns]
+        if isinstance(self.index, slice):
+            return self.data[self.index.start + rows, columns]
+        return self.data[self.index[rows], columns]
 
 
 @dataclass
 class RowBatchItem:
-    """One request's part of a batched `forward_rows` call.
+    """One request's part of a batched `compute_rows` call.
 
     New rows come in order: `replay` rows first (positions whose encoder state is already in the
     context; only the consumers run), then full rows. `parents[i]` is the index of row i's parent
-    among (earlier-round rows + new rows), or -1 when it hangs off the stored context directly.
+    among (earlier rows + new rows), or -1 when it hangs off the stored context directly. The
+    leading rows of (earlier + new) that form a chain from -1 are the catch-up chain; any other
+    row is a tree node.
     """
 
-    context: (
-        Rows  # stored rows: encoder/shared for [0, encoder_length); local for `local_positions`
-    )
-    encoder_length: int
-    local_positions: np.ndarray  # positions of the stored local rows given in context.local_*
-    tokens: np.ndarray  # tokens of all new rows (replay rows included, for bookkeeping)
+    context: Rows | Stored  # stored rows [0, encoder_length): their encoder side is read
+    local: Rows | Stored  # stored rows at `local_positions`: their local K/V are read
+    local_positions: np.ndarray
+    tokens: np.ndarray  # tokens of all new rows (replay rows included)
     positions: np.ndarray
     parents: np.ndarray
     replay: int = 0  # how many leading new rows are replay rows
@@ -140,6 +246,37 @@ class RowBatchItem:
     earlier_positions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     earlier_parents: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     earlier_full: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    @property
+    def encoder_length(self) -> int:
+        return len(self.context)
+
+
+@dataclass
+class BatchContext:
+    """The stored state a batch attends to, padded once (reused across a round's draft levels)."""
+
+    globals: np.ndarray  # (B, C [+ tail], 4W): encoder K, V and shared K, V of stored rows
+    length: np.ndarray  # (B,) stored rows per item
+    local: np.ndarray  # (B, L, 2·depth·W): local K/V of the stored window rows
+    local_positions: np.ndarray  # (B, L); padding is far below any window
+    lower: np.ndarray  # (B,)
+    consumer_from: np.ndarray  # (B,)
+    ragged: bool  # some item has fewer stored rows than C (padding must be masked)
+    stored: int  # C: rows of `globals` that hold stored context; the rest is scratch tail
+
+    @property
+    def merged(self) -> bool:
+        """A padded (batched) context carries a scratch tail after the stored rows, where a
+        call's new rows are written so each attention runs over one key set."""
+        return self.globals.shape[0] > 1
+
+    def reserve(self, rows: int) -> None:
+        if not self.merged or self.globals.shape[1] - self.stored >= rows:
+            return
+        grown = np.zeros((self.globals.shape[0], self.stored + 2 * rows, self.globals.shape[2]))
+        grown[:, : self.stored] = self.globals[:, : self.stored]
+        self.globals = grown
 
 
 class TinyModel:
@@ -189,6 +326,32 @@ class TinyModel:
             array.setflags(write=False)
         self._weights = weights
         self._identity: str | None = None
+        self.layout = Layout(self.width, self.depth, self.vocab_size)
+        # Fused projections: one matmul where the maths has several (fewer NumPy calls).
+        wq, wk, wv, *_ = weights.encoder
+        self._encoder_qkv = np.concatenate([wq, wk, wv], axis=1)
+        self._shared_kv = np.concatenate(weights.shared, axis=1)
+        self._layer_in = [np.concatenate([l[0], l[1], l[2], l[4]], axis=1) for l in weights.layers]
+        self._layer_out = [np.concatenate([l[3], l[5]], axis=0) for l in weights.layers]
+
+    def is_early_exit_of(self, other: TinyModel) -> bool:
+        """True when this model is `other`'s first layers (any head): its rows for a position
+        then equal `other`'s, so it can read `other`'s stored KV."""
+        if (self.vocab_size, self.width, self.window) != (
+            other.vocab_size,
+            other.width,
+            other.window,
+        ) or self.depth > other.depth:
+            return False
+        mine, theirs = self.weights, other.weights
+        pairs = [
+            (mine.embedding, theirs.embedding),
+            (mine.frequency, theirs.frequency),
+            *zip(mine.encoder, theirs.encoder),
+            *zip(mine.shared, theirs.shared),
+            *(pair for a, b in zip(mine.layers, theirs.layers[: self.depth]) for pair in zip(a, b)),
+        ]
+        return all(x is y or np.array_equal(x, y) for x, y in pairs)
 
     @property
     def identity(self) -> str:
@@ -260,7 +423,18 @@ class TinyModel:
             loc_k[:, ~live] = 0.0
             loc_v[:, ~live] = 0.0
             logits[~live] = 0.0
-        return Rows(enc_k, enc_v, source, sh_k, sh_v, loc_k, loc_v, logits)
+        layout = self.layout
+        data = np.empty((n, layout.size))
+        data[:, layout.encoder_keys] = enc_k
+        data[:, layout.encoder_values] = enc_v
+        data[:, layout.shared_keys] = sh_k
+        data[:, layout.shared_values] = sh_v
+        data[:, layout.source] = source
+        for index in range(self.depth):
+            data[:, layout.local_keys(index)] = loc_k[index]
+            data[:, layout.local_values(index)] = loc_v[index]
+        data[:, layout.logits] = logits
+        return Rows(data, layout)
 
     def state_of(self, tokens: tuple[int, ...], rows: Rows) -> State:
         """The committed `State` for a full sequence's rows."""
@@ -279,12 +453,52 @@ class TinyModel:
 
     # -- the engine's forward: new rows of many requests against stored state ----------------
 
-    def forward_rows(self, batch: list[RowBatchItem]) -> list[Rows]:
+    def forward_rows(
+        self, batch: list[RowBatchItem], context: BatchContext | None = None
+    ) -> list[Rows]:
         """One counted forward call (the engine makes one per round for the target)."""
         self.forward_calls += 1
-        return self.compute_rows(batch)
+        return self.compute_rows(batch, context)
 
-    def compute_rows(self, batch: list[RowBatchItem]) -> list[Rows]:
+    def batch_context(self, batch: list[RowBatchItem], tail: int = 0) -> BatchContext:
+        """Pad the stored rows of a batch once; a single item is used without copying."""
+        layout = self.layout
+        lengths = np.array([item.encoder_length for item in batch], dtype=np.int64)
+        local_counts = [len(item.local_positions) for item in batch]
+        lower = np.array([item.local_lower for item in batch], dtype=np.int64)
+        consumer_from = np.array([item.consumer_from for item in batch], dtype=np.int64)
+        if len(batch) == 1:
+            item = batch[0]
+            return BatchContext(
+                item.context.columns(layout.globals)[None],
+                lengths,
+                item.local.columns(layout.local)[None],
+                np.asarray(item.local_positions, dtype=np.int64)[None, :],
+                lower,
+                consumer_from,
+                False,
+                int(lengths[0]),
+            )
+        size = len(batch)
+        c_max = int(lengths.max())
+        l_max = max(local_counts)
+        globals_ = np.zeros((size, c_max + tail, 4 * self.width))
+        local = np.zeros((size, l_max, 2 * self.depth * self.width))
+        local_positions = np.full((size, l_max), _FAR, dtype=np.int64)
+        for b, item in enumerate(batch):
+            globals_[b, : lengths[b]] = item.context.columns(layout.globals)
+            count = local_counts[b]
+            if count:
+                local[b, :count] = item.local.columns(layout.local)
+                local_positions[b, :count] = item.local_positions
+        ragged = bool((lengths < c_max).any())
+        return BatchContext(
+            globals_, lengths, local, local_positions, lower, consumer_from, ragged, c_max
+        )
+
+    def compute_rows(
+        self, batch: list[RowBatchItem], context: BatchContext | None = None
+    ) -> list[Rows]:
         """Compute the new rows of every item in one vectorised, tree-masked pass.
 
         Each new row attends to the stored context plus its own ancestors (and itself) among
@@ -294,160 +508,241 @@ class TinyModel:
         if not batch:
             return []
         w = self.weights
-        size = len(batch)
+        layout = self.layout
         width, depth = self.width, self.depth
-        new_counts = [len(item.tokens) for item in batch]
-        q_max = max(new_counts)
-        e_counts = [len(item.earlier_positions) + n for item, n in zip(batch, new_counts)]
-        e_max = max(e_counts)
-        c_max = max(item.encoder_length for item in batch)
-        l_max = max(len(item.local_positions) for item in batch)
+        size = len(batch)
+        new_counts = np.array([len(item.tokens) for item in batch], dtype=np.int64)
+        earlier_counts = np.array([len(item.earlier_positions) for item in batch], dtype=np.int64)
+        q_max = int(new_counts.max())
+        e_counts = earlier_counts + new_counts
+        e_max = int(e_counts.max())
+        if context is None:
+            context = self.batch_context(batch, tail=e_max)
+        context.reserve(e_max)
 
-        # Query rows, padded. Padding rows are valid-but-ignored: they see nothing.
+        # Flat -> padded scatter indices for new rows (queries) and for extras (earlier + new).
+        q_rows = np.concatenate([np.arange(n) for n in new_counts])
+        q_batch = np.repeat(np.arange(size), new_counts)
+        e_new_rows = q_rows + np.repeat(earlier_counts, new_counts)
+
         tokens = np.zeros((size, q_max), dtype=np.int64)
         positions = np.zeros((size, q_max), dtype=np.int64)
+        tokens[q_batch, q_rows] = np.concatenate([item.tokens for item in batch])
+        positions[q_batch, q_rows] = np.concatenate([item.positions for item in batch])
         q_valid = np.zeros((size, q_max), dtype=bool)
-        q_full = np.zeros((size, q_max), dtype=bool)
-        q_consumer = np.zeros((size, q_max), dtype=bool)
-        # Extras: earlier rows of this round followed by the new rows.
-        e_pos = np.full((size, e_max), -1, dtype=np.int64)
+        q_valid[q_batch, q_rows] = True
+        replay = np.array([item.replay for item in batch], dtype=np.int64)
+        q_full = q_valid & (np.arange(q_max)[None, :] >= replay[:, None])
+        q_consumer = q_valid & (positions >= context.consumer_from[:, None])
+
+        e_pos = np.full((size, e_max), _FAR, dtype=np.int64)
         e_full = np.zeros((size, e_max), dtype=bool)
-        ancestor = np.zeros((size, q_max, e_max), dtype=bool)
-        lower = np.zeros((size, 1, 1), dtype=np.int64)
-        c_len = np.zeros((size, 1, 1), dtype=np.int64)
-        ctx = {
-            name: np.zeros((size, c_max, width))
-            for name in ("encoder_keys", "encoder_values", "shared_keys", "shared_values")
-        }
-        l_pos = np.full((size, l_max), -(10**12), dtype=np.int64)
-        l_keys = np.zeros((size, depth, l_max, width))
-        l_values = np.zeros((size, depth, l_max, width))
-        earlier_enc_k = np.zeros((size, e_max, width))
-        earlier_enc_v = np.zeros((size, e_max, width))
-        earlier_sh_k = np.zeros((size, e_max, width))
-        earlier_sh_v = np.zeros((size, e_max, width))
-        earlier_loc_k = np.zeros((size, depth, e_max, width))
-        earlier_loc_v = np.zeros((size, depth, e_max, width))
-        source = np.zeros((size, q_max, width))
-        for b, item in enumerate(batch):
-            n = new_counts[b]
-            m = len(item.earlier_positions)
-            tokens[b, :n] = item.tokens
-            positions[b, :n] = item.positions
-            q_valid[b, :n] = True
-            q_full[b, item.replay : n] = True
-            q_consumer[b, :n] = item.positions >= item.consumer_from
-            e_pos[b, :m] = item.earlier_positions
-            e_pos[b, m : m + n] = item.positions
-            e_full[b, :m] = item.earlier_full
-            e_full[b, m : m + n] = q_full[b, :n]
-            parents = np.concatenate([item.earlier_parents, item.parents]).astype(np.int64)
-            ancestor[b, :n, : m + n] = _ancestor_matrix(parents)[m:]
-            lower[b] = item.local_lower
-            c_len[b] = item.encoder_length
-            c = item.encoder_length
-            context = item.context
-            ctx["encoder_keys"][b, :c] = context.encoder_keys[:c]
-            ctx["encoder_values"][b, :c] = context.encoder_values[:c]
-            ctx["shared_keys"][b, :c] = context.shared_keys[:c]
-            ctx["shared_values"][b, :c] = context.shared_values[:c]
-            k = len(item.local_positions)
-            l_pos[b, :k] = item.local_positions
-            l_keys[b, :, :k] = context.local_keys
-            l_values[b, :, :k] = context.local_values
-            if item.replay:
-                source[b, : item.replay] = context.source[item.positions[: item.replay]]
-            if m:
-                earlier = item.earlier
-                assert earlier is not None
-                earlier_enc_k[b, :m] = earlier.encoder_keys
-                earlier_enc_v[b, :m] = earlier.encoder_values
-                earlier_sh_k[b, :m] = earlier.shared_keys
-                earlier_sh_v[b, :m] = earlier.shared_values
-                earlier_loc_k[b, :, :m] = earlier.local_keys
-                earlier_loc_v[b, :, :m] = earlier.local_values
+        e_parent = np.full((size, e_max), -1, dtype=np.int64)
+        extras = np.zeros((size, e_max, layout.size))
+        e_pos[q_batch, e_new_rows] = positions[q_batch, q_rows]
+        e_full[q_batch, e_new_rows] = q_full[q_batch, q_rows]
+        e_parent[q_batch, e_new_rows] = np.concatenate([item.parents for item in batch])
+        if earlier_counts.any():
+            e_batch = np.repeat(np.arange(size), earlier_counts)
+            e_rows = np.concatenate([np.arange(m) for m in earlier_counts])
+            e_pos[e_batch, e_rows] = np.concatenate([i.earlier_positions for i in batch])
+            e_full[e_batch, e_rows] = np.concatenate([i.earlier_full for i in batch])
+            e_parent[e_batch, e_rows] = np.concatenate([i.earlier_parents for i in batch])
+            extras[e_batch, e_rows] = np.concatenate(
+                [i.earlier.data for i in batch if i.earlier is not None and len(i.earlier)]
+            )
+        ancestor = _ancestors(e_parent, e_counts)  # (B, E, E)
+        # Rows of the ancestor matrix that belong to queries.
+        q_index = np.minimum(earlier_counts[:, None] + np.arange(q_max)[None, :], e_max - 1)
+        ancestor = np.take_along_axis(ancestor, q_index[:, :, None], axis=1) & q_valid[:, :, None]
 
+        # Masks as additive biases, built once and shared by every layer.
         qpos = positions[:, :, None]
-        c_range = np.arange(c_max)[None, None, :]
-        # Global rules (encoder and cross-attention): stored rows at or before the query.
-        ctx_causal = (c_range < c_len) & (c_range <= qpos) & q_valid[:, :, None]
-        ext_full = ancestor & e_full[:, None, :]
-        in_window = qpos - self.window
-        ctx_local = (l_pos[:, None, :] > in_window) & (l_pos[:, None, :] >= lower)
-        ctx_local &= (l_pos[:, None, :] <= qpos) & q_valid[:, :, None]
-        ext_local = ancestor & (e_pos[:, None, :] > in_window) & (e_pos[:, None, :] >= lower)
+        c = context.stored
+        stored = np.arange(c)[None, None, :]
+        ctx_visible = stored <= qpos  # causal over stored rows (matters for replay rows)
+        if context.ragged:
+            ctx_visible = ctx_visible & (stored < context.length[:, None, None])
+        ext_visible = ancestor & e_full[:, None, :]
+        reach = qpos - self.window
+        lower = context.lower[:, None, None]
+        local_ctx = context.local_positions[:, None, :]
+        local_ctx_visible = (local_ctx > reach) & (local_ctx >= lower) & (local_ctx <= qpos)
+        local_ext_visible = ancestor & (e_pos[:, None, :] > reach) & (e_pos[:, None, :] >= lower)
+        local_bias = _bias(np.concatenate([local_ctx_visible, local_ext_visible], axis=-1))
+        bounded = bool(context.lower.any())
+        if bounded:  # a row that sees no local key gets no local update (not a uniform mix)
+            local_seen = local_ctx_visible.any(-1) | local_ext_visible.any(-1)
+        merged = context.merged
+        g = context.globals
+        if merged:
+            global_bias = _bias(np.concatenate([ctx_visible, ext_visible], axis=-1))
+            span = slice(0, c + e_max)
+            tail = slice(c, c + e_max)
+        else:
+            ctx_bias = _bias(ctx_visible) if (context.ragged or replay.any()) else None
+            ext_bias = _bias(ext_visible)
+        scale = 1.0 / np.sqrt(width)
+        enc_cols = slice(layout.encoder_keys.start, layout.encoder_values.stop)
+        shared_cols = slice(layout.shared_keys.start, layout.shared_values.stop)
 
-        # Encoder over full rows.
-        wq, wk, wv, wo, f_in, f_out = w.encoder
+        # Encoder over every new row (replay rows take their stored source instead).
+        wo, f_in, f_out = w.encoder[3:]
         x = self.embed(tokens, positions)
         h = rms_norm(x)
-        enc_k, enc_v = h @ wk, h @ wv
-        m_slice = [len(item.earlier_positions) for item in batch]
-        ext_enc_k, ext_enc_v = earlier_enc_k, earlier_enc_v
-        for b, m in enumerate(m_slice):
-            ext_enc_k[b, m : m + new_counts[b]] = enc_k[b, : new_counts[b]]
-            ext_enc_v[b, m : m + new_counts[b]] = enc_v[b, : new_counts[b]]
-        enc_mask = ctx_causal & q_full[:, :, None]
-        attended = _two_part_attend(
-            h @ wq,
-            (ctx["encoder_keys"], ctx["encoder_values"], enc_mask),
-            (ext_enc_k, ext_enc_v, ext_full & q_full[:, :, None]),
-        )
+        qkv = h @ self._encoder_qkv
+        extras[..., enc_cols][q_batch, e_new_rows] = qkv[q_batch, q_rows, width:]
+        q = qkv[..., :width] * scale
+        if merged:
+            g[:, tail, enc_cols] = extras[..., enc_cols]
+            attended = _attend(
+                q,
+                g[:, span, layout.encoder_keys],
+                g[:, span, layout.encoder_values],
+                global_bias,
+            )
+        else:
+            attended = _attend_two(
+                q,
+                (
+                    g[..., layout.encoder_keys],
+                    g[..., layout.encoder_values],
+                    ctx_bias if context.ragged else None,
+                ),
+                (extras[..., layout.encoder_keys], extras[..., layout.encoder_values], ext_bias),
+            )
         x = x + attended @ wo
-        encoded = x + feed_forward(x, f_in, f_out)
-        source = np.where(q_full[:, :, None], encoded, source)
-        sh_k, sh_v = source @ w.shared[0], source @ w.shared[1]
-        ext_sh_k, ext_sh_v = earlier_sh_k, earlier_sh_v
-        for b, m in enumerate(m_slice):
-            ext_sh_k[b, m : m + new_counts[b]] = sh_k[b, : new_counts[b]]
-            ext_sh_v[b, m : m + new_counts[b]] = sh_v[b, : new_counts[b]]
+        source = x + feed_forward(x, f_in, f_out)
+        if replay.any():
+            for b, item in enumerate(batch):
+                if item.replay:
+                    source[b, : item.replay] = item.context.columns(
+                        layout.source, item.positions[: item.replay]
+                    )
+        shared = source @ self._shared_kv
+        extras[..., shared_cols][q_batch, e_new_rows] = shared[q_batch, q_rows]
+        extras[..., layout.source][q_batch, e_new_rows] = source[q_batch, q_rows]
+        if merged:
+            g[:, tail, shared_cols] = extras[..., shared_cols]
+            cross_parts = (g[:, span, layout.shared_keys], g[:, span, layout.shared_values])
 
-        # Consumers: local window + cross-attention.
+        # Consumers: sliding local window + causal cross-attention over shared K/V.
         x = source
-        loc_k = np.zeros((size, depth, q_max, width))
-        loc_v = np.zeros((size, depth, q_max, width))
-        cross_ctx = (ctx["shared_keys"], ctx["shared_values"], ctx_causal)
-        for index, (lq, lk, lv, lo, cq, co, g_in, g_out) in enumerate(w.layers):
+        for index, layer in enumerate(w.layers):
+            g_in, g_out = layer[6], layer[7]
             h = rms_norm(x)
-            k_new, v_new = h @ lk, h @ lv
-            loc_k[:, index], loc_v[:, index] = k_new, v_new
-            ext_k, ext_v = earlier_loc_k[:, index], earlier_loc_v[:, index]
-            for b, m in enumerate(m_slice):
-                ext_k[b, m : m + new_counts[b]] = k_new[b, : new_counts[b]]
-                ext_v[b, m : m + new_counts[b]] = v_new[b, : new_counts[b]]
-            local = _two_part_attend(
-                h @ lq,
-                (l_keys[:, index], l_values[:, index], ctx_local),
-                (ext_k, ext_v, ext_local),
+            projected = h @ self._layer_in[index]  # local q | local k | local v | cross q
+            keys_slice, values_slice = layout.local_keys(index), layout.local_values(index)
+            pair = slice(keys_slice.start, values_slice.stop)
+            extras[..., pair][q_batch, e_new_rows] = projected[q_batch, q_rows, width : 3 * width]
+            local_kv = np.concatenate(
+                [
+                    context.local[..., 2 * index * width : (2 * index + 2) * width],
+                    extras[..., pair],
+                ],
+                axis=1,
             )
-            cross = _two_part_attend(
-                h @ cq, cross_ctx, (ext_sh_k, ext_sh_v, ext_full & q_valid[:, :, None])
+            local = _attend(
+                projected[..., :width] * scale,
+                local_kv[..., :width],
+                local_kv[..., width:],
+                local_bias,
             )
-            scale = LAYER_DECAY**index
-            x = x + scale * (local @ lo + cross @ co)
-            x = x + scale * feed_forward(x, g_in, g_out)
+            if bounded:
+                local = local * local_seen[:, :, None]
+            cross_q = projected[..., 3 * width :] * scale
+            if merged:
+                cross = _attend(cross_q, *cross_parts, global_bias)
+            else:
+                cross = _attend_two(
+                    cross_q,
+                    (g[..., layout.shared_keys], g[..., layout.shared_values], ctx_bias),
+                    (extras[..., layout.shared_keys], extras[..., layout.shared_values], ext_bias),
+                )
+            layer_scale = LAYER_DECAY**index
+            x = x + layer_scale * (np.concatenate([local, cross], axis=-1) @ self._layer_out[index])
+            x = x + layer_scale * feed_forward(x, g_in, g_out)
         logits = rms_norm(x) @ w.head
 
-        skipped = q_valid & ~q_consumer
-        if skipped.any():
-            loc_k[:, :, :][np.broadcast_to(skipped[:, None, :], loc_k.shape[:3])] = 0.0
-            loc_v[:, :, :][np.broadcast_to(skipped[:, None, :], loc_v.shape[:3])] = 0.0
-            logits[skipped] = 0.0
-        results = []
-        for b, n in enumerate(new_counts):
-            results.append(
-                Rows(
-                    enc_k[b, :n],
-                    enc_v[b, :n],
-                    source[b, :n],
-                    sh_k[b, :n],
-                    sh_v[b, :n],
-                    loc_k[b, :, :n],
-                    loc_v[b, :, :n],
-                    logits[b, :n],
-                )
+        new = extras[q_batch, e_new_rows]  # (total new rows, F), flat in batch order
+        new[:, layout.logits] = logits[q_batch, q_rows]
+        skipped = ~q_consumer[q_batch, q_rows]
+        if skipped.any():  # compact recovery: these rows never ran the consumers
+            new[skipped, layout.local.start :] = 0.0
+        bounds = np.concatenate([[0], np.cumsum(new_counts)])
+        return [Rows(new[bounds[b] : bounds[b + 1]], layout) for b in range(size)]
+
+
+_FAR = -(10**12)  # a position no window reaches
+
+
+def _bias(visible: np.ndarray) -> np.ndarray:
+    return np.where(visible, 0.0, _NEG)
+
+
+def _attend(q: np.ndarray, keys: np.ndarray, values: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Softmax attention with an additive mask; `q` is already scaled."""
+    scores = q @ keys.swapaxes(-1, -2)
+    scores += bias
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    return (scores @ values) / scores.sum(axis=-1, keepdims=True)
+
+
+def _attend_two(
+    q: np.ndarray,
+    first: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+    second: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> np.ndarray:
+    """Softmax attention over two key sets without concatenating them (keeps a long stored
+    context a zero-copy view)."""
+    (k1, v1, b1), (k2, v2, b2) = first, second
+    s1 = q @ k1.swapaxes(-1, -2)
+    if b1 is not None:
+        s1 += b1
+    s2 = q @ k2.swapaxes(-1, -2)
+    s2 += b2
+    top = np.maximum(s1.max(axis=-1, keepdims=True, initial=_NEG), s2.max(axis=-1, keepdims=True))
+    s1 -= top
+    s2 -= top
+    np.exp(s1, out=s1)
+    np.exp(s2, out=s2)
+    total = s1.sum(axis=-1, keepdims=True) + s2.sum(axis=-1, keepdims=True)
+    return (s1 @ v1 + s2 @ v2) / total
+
+
+def _ancestors(parents: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """a[b, i, j]: row j is row i itself or one of its ancestors.
+
+    The leading rows whose parents are -1, 0, 1, ... form a chain (lower-triangular block,
+    built without a loop); the remaining tree rows walk up to the chain, one level per pass.
+    """
+    size, rows = parents.shape
+    index = np.arange(rows)
+    chain_like = parents == (index - 1)[None, :]
+    chain = np.where(chain_like.all(axis=1), rows, np.argmin(chain_like, axis=1))
+    chain = np.minimum(chain, counts)
+    row = index[None, :, None]
+    col = index[None, None, :]
+    in_chain = row < chain[:, None, None]
+    result = in_chain & (col <= row) & (col < chain[:, None, None])
+    tree = (~in_chain[:, :, 0]) & (index[None, :] < counts[:, None])
+    if tree.any():
+        result |= tree[:, :, None] & (col == row)
+        current = np.where(tree, parents, -1)
+        batch = np.arange(size)[:, None].repeat(rows, axis=1)
+        for _ in range(rows):
+            climbing = current >= chain[:, None]
+            if not climbing.any():
+                break
+            b, i = batch[climbing], np.nonzero(climbing)[1]
+            result[b, i, current[climbing]] = True
+            current = np.where(
+                climbing, np.take_along_axis(parents, np.maximum(current, 0), 1), current
             )
-        return results
+        landed = tree & (current >= 0)
+        result |= landed[:, :, None] & (col <= current[:, :, None])
+    return result
 
 
 def _softmax_attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -458,52 +753,25 @@ def _softmax_attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarra
     return (weights / np.where(total > 0, total, 1.0)) @ v
 
 
-def _two_part_attend(
-    q: np.ndarray,
-    first: tuple[np.ndarray, np.ndarray, np.ndarray],
-    second: tuple[np.ndarray, np.ndarray, np.ndarray],
-) -> np.ndarray:
-    """Softmax attention over the union of two key sets, without concatenating them."""
-    scale = 1.0 / np.sqrt(q.shape[-1])
-    k1, v1, m1 = first
-    k2, v2, m2 = second
-    s1 = np.where(m1, (q @ k1.swapaxes(-1, -2)) * scale, _NEG)
-    s2 = np.where(m2, (q @ k2.swapaxes(-1, -2)) * scale, _NEG)
-    top = np.maximum(
-        s1.max(axis=-1, keepdims=True, initial=_NEG), s2.max(axis=-1, keepdims=True, initial=_NEG)
-    )
-    w1 = np.where(m1, np.exp(s1 - top), 0.0)
-    w2 = np.where(m2, np.exp(s2 - top), 0.0)
-    total = w1.sum(axis=-1, keepdims=True) + w2.sum(axis=-1, keepdims=True)
-    total = np.where(total > 0, total, 1.0)
-    return (w1 @ v1 + w2 @ v2) / total
-
-
-def _ancestor_matrix(parents: np.ndarray) -> np.ndarray:
-    """a[i, j] is True when row j is row i itself or one of its ancestors."""
-    n = len(parents)
-    result = np.eye(n, dtype=bool)
-    for i, parent in enumerate(parents):
-        if parent >= 0:
-            if parent >= i:
-                raise ValueError("a row's parent must come before it")
-            result[i] |= result[parent]
-    return result
-
-
 def make_draft(
     target: TinyModel, *, depth: int = 1, noise: float = 0.1, seed: int = 0
 ) -> TinyModel:
-    """A cheaper model that often agrees with `target`: its first `depth` layers, perturbed.
+    """A self-speculative draft: the target's first `depth` layers with a perturbed exit head.
 
-    `noise` scales Gaussian perturbations relative to each matrix's own spread, so acceptance
-    falls as noise grows; a large noise gives an essentially independent draft.
+    The shared layers are the target's own arrays, so the draft's rows for committed positions
+    equal the target's and the engine lets the draft read the target's KV instead of keeping
+    its own. `noise` perturbs the exit head (relative to its spread): acceptance falls as it
+    grows. Any other TinyModel (e.g. an independent seed) also works as a draft.
     """
     depth = positive_int(depth, "depth")
     if depth > target.depth:
         raise ValueError(f"draft depth {depth} exceeds the target's depth {target.depth}")
-    if not np.isfinite(noise) or noise < 0:
-        raise ValueError(f"noise must be finite and non-negative, got {noise!r}")
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not np.isfinite(noise):
+        raise ValueError(f"noise must be a finite number, got {noise!r}")
+    if noise < 0:
+        raise ValueError(f"noise must be non-negative, got {noise!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     draft = TinyModel(
         vocab_size=target.vocab_size,
         width=target.width,
@@ -512,17 +780,14 @@ def make_draft(
         seed=seed,
     )
     rng = np.random.default_rng(seed)
-
-    def perturb(array: np.ndarray) -> np.ndarray:
-        return array + noise * float(np.std(array)) * rng.standard_normal(array.shape)
-
     source = target.weights
+    head = source.head + noise * float(np.std(source.head)) * rng.standard_normal(source.head.shape)
     draft.weights = Weights(
-        embedding=perturb(source.embedding),
-        encoder=tuple(perturb(m) for m in source.encoder),
-        shared=(perturb(source.shared[0]), perturb(source.shared[1])),
-        layers=tuple(tuple(perturb(m) for m in layer) for layer in source.layers[:depth]),
-        head=perturb(source.head),
+        embedding=source.embedding,
+        encoder=source.encoder,
+        shared=source.shared,
+        layers=source.layers[:depth],
+        head=head,
         frequency=source.frequency,
     )
     return draft
