@@ -1,0 +1,118 @@
+"""The built-in guide: Markdown chapters in English and Chinese, shipped inside the package.
+
+Chapters live in `deepinfer_tui/guides/<lang>/NN-slug.md` and are read through
+importlib.resources, so they work from a source checkout and from an installed wheel alike.
+This module is Textual-free: the command line prints chapters with it, the app shows them.
+
+Every chapter ends with a section whose three bullets name, in backticks, the debugger keys
+that show what the chapter describes, the source files to read and the test commands that
+check it. `references()` parses that section so tests can verify every name is real.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+LANGUAGES = ("en", "zh")
+
+# The bullet labels of the closing "see it / read it / check it" section, per language.
+REFERENCE_LABELS: dict[str, tuple[str, str, str]] = {
+    "en": ("See it", "Read it", "Check it"),
+    "zh": ("看一看", "读一读", "测一测"),
+}
+
+_FILE_NAME = re.compile(r"^(?P<id>\d{2})-(?P<slug>[a-z0-9]+(?:-[a-z0-9]+)*)\.md$")
+_BACKTICKED = re.compile(r"`([^`]+)`")
+
+
+@dataclass(frozen=True)
+class Chapter:
+    id: str  # two digits, e.g. "03"
+    slug: str  # e.g. "speculation-and-rollback"
+    title: str  # the chapter's first-level heading
+    lang: str
+    text: str  # the whole Markdown document
+
+
+@dataclass(frozen=True)
+class References:
+    """What a chapter tells the reader to press, read and run."""
+
+    keys: tuple[str, ...]
+    files: tuple[str, ...]
+    commands: tuple[str, ...]
+
+
+def _check_language(lang: object) -> str:
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown guide language {lang!r}; use one of {', '.join(LANGUAGES)}")
+    return str(lang)
+
+
+def _title_of(text: str, fallback: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return fallback
+
+
+@cache
+def _load(lang: str) -> tuple[Chapter, ...]:
+    folder = resources.files("deepinfer_tui").joinpath("guides", lang)
+    chapters = []
+    for entry in folder.iterdir():
+        match = _FILE_NAME.match(entry.name)
+        if match is None:
+            continue  # not a chapter (e.g. an editor's backup file)
+        text = entry.read_text(encoding="utf-8")
+        slug = match["slug"]
+        chapters.append(Chapter(match["id"], slug, _title_of(text, slug), lang, text))
+    return tuple(sorted(chapters, key=lambda chapter: chapter.id))
+
+
+def list_chapters(lang: str = "en") -> list[Chapter]:
+    """Every chapter in `lang`, in reading order."""
+    return list(_load(_check_language(lang)))
+
+
+def read_chapter(chapter_id: str, lang: str = "en") -> Chapter:
+    """One chapter by number ("3" or "03"), slug, or file stem ("03-<slug>")."""
+    chapters = list_chapters(lang)
+    wanted = str(chapter_id).strip().lower() if not isinstance(chapter_id, bool) else ""
+    if wanted.isdigit():
+        wanted = wanted.zfill(2)
+    for chapter in chapters:
+        if wanted in (chapter.id, chapter.slug, f"{chapter.id}-{chapter.slug}"):
+            return chapter
+    valid = ", ".join(f"{c.id} ({c.slug})" for c in chapters)
+    raise KeyError(f"unknown guide chapter {chapter_id!r}; valid chapters: {valid}")
+
+
+def _starts_bullet(line: str, label: str) -> bool:
+    """`- Label:` (ASCII or full-width colon) begins a labelled bullet."""
+    return re.match(rf"- {re.escape(label)}\s*[:：]", line) is not None
+
+
+def references(chapter: Chapter) -> References:
+    """The keys, files and test commands named in the chapter's closing section.
+
+    Each labelled bullet may wrap onto indented continuation lines; every backticked item on
+    it is one reference.
+    """
+    labels = REFERENCE_LABELS[_check_language(chapter.lang)]
+    found: dict[str, list[str]] = {label: [] for label in labels}
+    current: str | None = None
+    for line in chapter.text.splitlines():
+        stripped = line.strip()
+        label = next((lb for lb in labels if _starts_bullet(stripped, lb)), None)
+        if label is not None:
+            current = label
+        elif current is not None and not (line.startswith((" ", "\t")) and stripped):
+            current = None  # the bullet ended: a new bullet, heading or blank line
+        if current is not None:
+            found[current].extend(_BACKTICKED.findall(line))
+    keys, files, commands = (tuple(found[label]) for label in labels)
+    return References(keys, files, commands)
