@@ -815,7 +815,8 @@ examples:
   {PROG} replay exports/default-t0005.trace.json --check
   {PROG} guide --list --lang zh
 
-Bad input exits with status 2 and one line on stderr; a failed check exits with 1.
+Bad input exits with status 2 and one line on stderr; a failed check exits with 1, and so
+does an internal error (a bug: set DEEPINFER_TUI_TRACEBACK=1 to see its traceback).
 Every --json output is one object whose "command" key names the command."""
 
 
@@ -1023,6 +1024,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (UsageError, ScenarioError, TraceError, ValueError, OSError) as error:
         return _fail(_message(error), where)
+    except Exception as error:
+        if os.environ.get("DEEPINFER_TUI_TRACEBACK"):
+            raise
+        print(
+            f"{where}: internal error: {type(error).__name__}: {_message(error)} (a bug; rerun "
+            "with DEEPINFER_TUI_TRACEBACK=1 to see where, and please report it)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 def _fail(message: str, where: str = PROG) -> int:

@@ -285,13 +285,10 @@ def perfetto_trace(session: Session) -> dict[str, Any]:
     for tick, metrics in sorted(round_metrics(session).items()):
         ts = tick * ROUND_US
         blocks = metrics["blocks"]
-        events.append(
-            _counter(
-                "blocks",
-                ts,
-                {"used": blocks["used"], "cached": blocks["cached"], "free": blocks["free"]},
-            )
-        )
+        # Disjoint series, so the stacked counter track adds up to the whole pool.
+        held = blocks["used"] - blocks["cached"] - blocks["retained"]
+        series = {"requests": held, "cached": blocks["cached"], "retained": blocks["retained"]}
+        events.append(_counter("blocks", ts, {**series, "free": blocks["free"]}))
         drafts = metrics["drafts"]
         overall = drafts["accepted"] / drafts["proposed"] if drafts["proposed"] else 0.0
         proposed = drafts["proposed"] - (previous["drafts"]["proposed"] if previous else 0)

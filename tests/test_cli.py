@@ -1,0 +1,366 @@
+"""The command line, run in-process: exit codes, one-line errors, and the JSON shapes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deepinfer_tui.cli import main
+from deepinfer_tui.scenario import default_scenario
+from engine import TinyModel, greedy_generate
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["command"] == argv[0]
+    return data
+
+
+def assert_one_line_error(code: int, out: str, err: str, *fragments: str) -> None:
+    assert code == 2
+    assert out == ""
+    assert err.startswith("deepinfer-tui") and err.endswith("\n") and err.count("\n") == 1
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err
+
+
+def test_real_entry_point_prints_help() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "deepinfer_tui", "--help"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    for word in (
+        "demo",
+        "generate",
+        "bounded",
+        "export",
+        "replay",
+        "guide",
+        "--scenario",
+        "--trace",
+        "--recovery-mode",
+        "--export-dir",
+    ):
+        assert word in done.stdout
+
+
+@pytest.mark.parametrize("command", ["demo", "generate", "bounded", "export", "replay", "guide"])
+def test_every_command_documents_its_json(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0 and "JSON: {command" in out
+
+
+# -- demo ----------------------------------------------------------------------------------------
+
+
+def test_demo_passes_the_oracle_check(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "demo")
+    assert code == 0, err
+    assert "tokens equal: yes" in out and "passed" in out
+    for kind in ("cold", "hot", "warm"):
+        assert f" {kind}: reused" in out
+    assert "cancelled" in out
+
+
+def test_demo_json_tells_the_scenario_stage_by_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "demo", "--trace")
+    assert set(data) == {"command", "scenario", "scope", "stages", "check", "metrics"}
+    check = data["check"]
+    assert check["passed"] and check["tokens_equal"] and check["checked"] == 5
+    assert 0 <= check["max_state_error"] <= check["tolerance"] == 1e-10
+    restores = [[r["cache"] for r in stage["restores"]] for stage in data["stages"]]
+    # Shared prefix (cold then hot), hot reuse, warm recovery, cold miss: as the scenario says.
+    assert restores == [["cold", "hot"], ["hot"], ["warm"], ["cold"]]
+    results = [r for stage in data["stages"] for r in stage["results"]]
+    assert {r["id"]: r["finish_reason"] for r in results}["request-3"] == "cancelled"
+    assert sum(stage["speculation"]["rejected"] for stage in data["stages"]) > 0
+    assert all(e["text"].startswith(f"t{e['tick']}") for s in data["stages"] for e in s["events"])
+
+
+# -- generate ------------------------------------------------------------------------------------
+
+
+def _oracle_tokens(prompt: list[int], max_tokens: int, eos: int | None = None) -> list[int]:
+    scenario = default_scenario()
+    model = TinyModel(seed=scenario.seed, **scenario.model)
+    return list(greedy_generate(model, prompt, max_tokens=max_tokens, eos_id=eos).tokens)
+
+
+def test_generate_matches_greedy_decoding(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(
+        capsys,
+        "generate",
+        "--prompt",
+        "1,2,3",
+        "--prompt",
+        "4,5,6",
+        "--max-tokens",
+        "6",
+        "--batch-budget",
+        "4",
+        "--check",
+    )
+    assert set(data) == {"command", "seed", "config", "models", "results", "metrics", "check"}
+    assert data["config"]["max_batch_tokens"] == 4
+    assert [r["id"] for r in data["results"]] == ["request-1", "request-2"]
+    for result in data["results"]:
+        assert set(result) == {
+            "id",
+            "prompt",
+            "tokens",
+            "finish_reason",
+            "error",
+            "accepted",
+            "proposed",
+        }
+        assert result["tokens"] == _oracle_tokens(result["prompt"], 6)
+        assert result["finish_reason"] == "length"
+    assert data["check"]["passed"]
+
+
+def test_generate_text_greedy_with_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "generate", "--prompt", "1 2 3 4", "--greedy", "--trace")
+    assert code == 0
+    tokens = _oracle_tokens([1, 2, 3, 4], 8)
+    assert "[" + " ".join(map(str, tokens)) + "]" in out
+    assert "t1 request-1 restore cold" in out and "greedy, no draft model" in out
+
+
+def test_generate_from_an_input_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    eos = _oracle_tokens([7, 8, 9], 4)[1]  # stop at the second token the oracle produces
+    requests = [
+        {"prompt": [7, 8, 9], "max_tokens": 4, "eos_id": eos, "id": "mine"},
+        {"prompt": [1, 2], "max_tokens": 2},
+    ]
+    path = tmp_path / "requests.json"
+    path.write_text(json.dumps(requests), encoding="utf-8")
+    data = run_json(capsys, "generate", "--input", str(path), "--check", "--trace")
+    by_id = {r["id"]: r for r in data["results"]}
+    assert by_id["mine"]["finish_reason"] == "stop"
+    assert by_id["mine"]["tokens"] == _oracle_tokens([7, 8, 9], 4, eos)
+    assert by_id["request-2"]["tokens"] == _oracle_tokens([1, 2], 2)
+    assert data["check"]["passed"] and data["events"][0]["kind"] == "queued"
+
+
+def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[str]) -> None:
+    # A prompt far longer than keep (8): with one new token, the last row still depends on
+    # local context that mask recovery hides, so the state differs from the full recompute.
+    prompt = ",".join(str(t) for t in range(3, 27))
+    code, out, _ = run(
+        capsys,
+        "generate",
+        "--prompt",
+        prompt,
+        "--recovery-mode",
+        "mask",
+        "--check",
+        "--max-tokens",
+        "1",
+        "--json",
+    )
+    check = json.loads(out)["check"]
+    assert code == 1 and not check["passed"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["generate", "--prompt", "1,x"], "'x' is not a token id"),
+        (["generate", "--prompt", ","], "no token ids"),
+        (["generate", "--prompt", "1,99"], "outside the vocabulary"),
+        (["generate"], "--prompt"),
+        (["generate", "--prompt", "1", "--eos", "40"], "eos id 40"),
+        (["generate", "--prompt", "1", "--max-tokens", "999"], "blocks"),
+        (["generate", "--prompt", "1", "--batch-budget", "0"], "--batch-budget"),
+        (["generate", "--prompt", "1", "--recovery-mode", "mask", "--keep", "2"], "keep=2"),
+        (["generate", "--prompt", "1", "--input", "x.json"], "not allowed"),
+        (["generate", "--input", "missing.json"], "missing.json: no such file"),
+        (["bounded", "--keep", "2"], "must cover the local window"),
+        (["bounded", "--length", "-3"], "--length"),
+        (["export", "--format", "svg,pdf"], "unknown export format 'pdf'"),
+        (["export", "--steps", "many"], "--steps"),
+        (["replay"], "TRACE.json"),
+        (["replay", "missing.trace.json"], "no such file"),
+        (["guide", "42"], "42"),
+        (["guide", "--list", "--lang", "fr"], "'fr'"),
+        (["launch-missiles"], "invalid choice"),
+        (["demo", "--bogus"], "--bogus"),
+        (["--scenario", "missing.json"], "missing.json: no such file"),
+        (["--trace", "missing.trace.json"], "no such file"),
+        (["--batch-budget", "-1"], "--batch-budget"),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
+    assert_one_line_error(*run(capsys, *argv), fragment)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("{oops", "not valid JSON"),
+        ('{"prompt": [1]}', "non-empty JSON list"),
+        ('[{"prompt": "1,2"}]', "request 1: prompt must be a list"),
+        ('[{"prompt": [1], "colour": 3}]', "unknown field(s) colour"),
+        ('[{"max_tokens": 3}]', "needs a prompt"),
+        ('[{"prompt": [1], "id": "a"}, {"prompt": [2], "id": "a"}]', "used twice"),
+    ],
+)
+def test_malformed_request_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, problem: str
+) -> None:
+    path = tmp_path / "requests.json"
+    path.write_text(content, encoding="utf-8")
+    assert_one_line_error(*run(capsys, "generate", "--input", str(path)), str(path), problem)
+
+
+# -- bounded -------------------------------------------------------------------------------------
+
+
+def test_bounded_experiment_compares_modes(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "bounded", "--length", "32", "--keep", "8")
+    depth = default_scenario().model["depth"]
+    assert data["consumer_rows"] == {"exact": 32 * depth, "mask": 32 * depth, "compact": 8 * depth}
+    assert data["kept_from"] == 24 and len(data["tokens"]) == 32
+    assert data["mask_compact_agree"] and data["mask_vs_compact_max_error"] <= 1e-10
+    # An approximation: on this sequence the bounded rows really differ from exact ones.
+    assert data["bounded_vs_exact_max_error"]["mask"] > 1e-6
+    assert set(data["next_token"]) == {"exact", "mask", "compact"}
+    assert "approximation" in data["note"]
+    code, out, _ = run(capsys, "bounded")
+    assert code == 0 and "approximations" in out
+
+
+# -- export and replay ---------------------------------------------------------------------------
+
+
+def test_export_then_replay_round_trip(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = run_json(capsys, "export", "--steps", "3", "--out", str(tmp_path / "out"))
+    assert data["tick"] == 3 and data["scenario"] == "default"
+    names = sorted(Path(f).name for f in data["files"])
+    assert names == sorted(
+        f"default-t0003.{s}" for s in ("svg", "html", "txt", "trace.json", "perfetto.json")
+    )
+    trace = next(f for f in data["files"] if f.endswith(".trace.json"))
+    code, out, _ = run(capsys, "replay", trace, "--check")
+    assert code == 0 and "reproduced every recorded event" in out
+    report = run_json(capsys, "replay", trace)
+    assert report == {
+        "command": "replay",
+        "trace": trace,
+        "scenario": "default",
+        "operations": 3,
+        "events": report["events"],
+        "frames": 4,
+        "reproduced": True,
+        "divergence": None,
+    }
+    # Tampering with what was recorded is caught, named, and exits 1.
+    saved = json.loads(Path(trace).read_text(encoding="utf-8"))
+    commit = next(e for e in saved["events"] if e["kind"] == "commit")
+    commit["tokens"] = [0, 0]
+    Path(trace).write_text(json.dumps(saved), encoding="utf-8")
+    code, out, _ = run(capsys, "replay", trace)
+    assert code == 1 and "DIVERGED: event" in out and "[0 0]" in out
+
+
+def test_export_with_settings_and_formats(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(
+        capsys,
+        "export",
+        "--out",
+        str(tmp_path),
+        "--format",
+        "txt,json",
+        "--greedy",
+        "--batch-budget",
+        "2",
+    )
+    assert code == 0 and "default-t" in out
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".txt"]
+    trace = json.loads(next(tmp_path.glob("*.trace.json")).read_text(encoding="utf-8"))
+    assert trace["config"]["max_batch_tokens"] == 2 and trace["scenario"]["draft"] is None
+
+
+def test_export_into_a_file_path_fails_cleanly(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = run(capsys, "export", "--steps", "1", "--out", str(blocker / "sub"))
+    assert_one_line_error(*result, "cannot create export folder")
+
+
+def test_trace_with_a_newer_version(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    run_json(capsys, "export", "--steps", "1", "--out", str(tmp_path), "--format", "json")
+    trace = next(tmp_path.glob("*.trace.json"))
+    data = json.loads(trace.read_text(encoding="utf-8"))
+    data["version"] = 99
+    trace.write_text(json.dumps(data), encoding="utf-8")
+    assert_one_line_error(*run(capsys, "replay", str(trace)), "version 99 is newer")
+
+
+# -- guide ---------------------------------------------------------------------------------------
+
+
+def test_guide_lists_and_prints_chapters(capsys: pytest.CaptureFixture[str]) -> None:
+    listing = run_json(capsys, "guide", "--list")
+    chapters = listing["chapters"]
+    assert listing["lang"] == "en" and chapters and chapters[0]["id"] == "01"
+    assert set(chapters[0]) == {"id", "slug", "title"}
+    chapter = run_json(capsys, "guide", chapters[0]["id"], "--lang", "zh")
+    assert set(chapter) == {"command", "id", "slug", "title", "lang", "text"}
+    assert chapter["lang"] == "zh" and chapter["text"].startswith("# ")
+    code, out, _ = run(capsys, "guide", chapters[0]["id"])
+    assert code == 0 and out.startswith(f"# {chapters[0]['title']}")
+    code, out, _ = run(capsys, "guide", "--list", "--lang", "zh")
+    assert code == 0 and chapters[0]["id"] in out
+
+
+# -- launching the app ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("{broken", "not valid JSON"),
+        ('{"config": {"max_batch_tokens": 0}}', "max_batch_tokens"),
+        ('{"events": [{"tick": 0, "cancel": "ghost"}]}', "ghost"),
+    ],
+)
+def test_malformed_scenario_names_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, problem: str
+) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_text(content, encoding="utf-8")
+    assert_one_line_error(*run(capsys, "--scenario", str(path)), str(path), problem)
+
+
+def test_trace_cannot_be_mixed_with_settings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run_json(capsys, "export", "--steps", "1", "--out", str(tmp_path), "--format", "json")
+    trace = str(next(tmp_path.glob("*.trace.json")))
+    assert_one_line_error(*run(capsys, "--trace", trace, "--seed", "3"), "cannot be combined")
+
+
+def test_launch_without_a_terminal_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
+    # pytest's captured stdin/stdout are not terminals, as in a CI job.
+    assert_one_line_error(*run(capsys, "--greedy"), "interactive terminal", "demo")

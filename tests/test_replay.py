@@ -1,0 +1,166 @@
+"""Saved traces: they load back, re-execute to the same events, and report tampering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deepinfer_tui.replay import (
+    VERSION,
+    Replay,
+    TraceError,
+    TraceFile,
+    load_trace,
+    parse_trace,
+    trace_data,
+)
+from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.session import Session
+
+
+@pytest.fixture(scope="module")
+def busy_session() -> Session:
+    """Every kind of operation: steps, cancel, rollback, undo, clock move and a submit."""
+    session = Session(default_scenario())
+    session.step()
+    session.step()
+    session.cancel("request-2")
+    session.step()
+    session.rollback("request-1", 2)
+    session.step()
+    session.undo()
+    session.run()
+    session.advance_clock()
+    session.submit([5, 6, 7], max_tokens=3)
+    session.run()
+    return session
+
+
+def _save(data: dict[str, Any], path: Path) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def load_trace_from(session: Session) -> TraceFile:
+    return parse_trace(json.loads(json.dumps(trace_data(session))), "memory")
+
+
+def test_saved_trace_replays_to_identical_events(busy_session: Session, tmp_path: Path) -> None:
+    trace = load_trace(_save(trace_data(busy_session), tmp_path / "t.trace.json"))
+    replay = Replay(trace)
+    assert replay.divergence is None and replay.reproduced
+    assert len(replay.frames) == len(busy_session.operations) + 1
+    # The last frame is the session as it was saved.
+    final = replay.frames[-1]
+    assert final.snapshot["tick"] == busy_session.engine.tick
+    assert final.snapshot["requests"] == busy_session.snapshot()["requests"]
+    assert [e["kind"] for e in final.log] == [e["kind"] for e in busy_session.log()]
+
+
+def test_frames_are_labelled_and_navigable(busy_session: Session) -> None:
+    replay = Replay(load_trace_from(busy_session))
+    labels = [frame.label for frame in replay.frames]
+    assert labels[0] == "start"
+    assert labels[1] == "step → t1"
+    assert "cancel request-2" in labels
+    assert "roll back request-1 by 2 tokens" in labels
+    assert any(label.startswith("undo → t") for label in labels)
+    assert any(label.startswith("clock → t=") for label in labels)
+    assert "submit request-7" in labels
+    assert replay.position == 0 and replay.current.label == "start"
+    assert not replay.back()
+    ticks = [replay.current.snapshot["tick"]]
+    while replay.forward():
+        ticks.append(replay.current.snapshot["tick"])
+    assert len(ticks) == len(replay.frames) and replay.position == len(replay.frames) - 1
+    assert not replay.forward()
+    assert replay.back() and replay.position == len(replay.frames) - 2
+    # Frames are independent: the start frame still shows the start.
+    assert replay.frames[0].snapshot["tick"] == 0
+    assert replay.seek(2).label == labels[2]
+    with pytest.raises(ValueError, match="outside"):
+        replay.seek(len(replay.frames))
+
+
+def test_tampered_event_is_the_reported_divergence(busy_session: Session) -> None:
+    data = trace_data(busy_session)
+    index = next(i for i, e in enumerate(data["events"]) if e["kind"] == "commit")
+    data["events"][index]["tokens"] = [31, 31, 31]
+    replay = Replay(parse_trace(data, "tampered.json"))
+    assert replay.divergence is not None and not replay.reproduced
+    assert replay.divergence.startswith(f"event {index}:")
+    assert "[31 31 31]" in replay.divergence  # what the trace claims
+    assert "\n" not in replay.divergence
+
+
+def test_tampered_detail_names_the_field(busy_session: Session) -> None:
+    data = trace_data(busy_session)
+    index = next(i for i, e in enumerate(data["events"]) if e["kind"] == "draft")
+    data["events"][index]["nodes"][1]["prob"] = 0.123
+    divergence = Replay(parse_trace(data, "tampered.json")).divergence
+    assert divergence is not None
+    assert f"event {index}:" in divergence and "nodes[1].prob" in divergence
+
+
+def test_missing_operation_diverges(busy_session: Session) -> None:
+    data = trace_data(busy_session)
+    data["operations"].pop()  # the final step is gone: re-execution stops short
+    replay = Replay(parse_trace(data, "short.json"))
+    assert replay.divergence is not None and "re-execution ended" in replay.divergence
+
+
+def test_impossible_operation_diverges(busy_session: Session) -> None:
+    data = trace_data(busy_session)
+    data["operations"].append({"op": "cancel", "id": "request-99"})
+    replay = Replay(parse_trace(data, "extra.json"))
+    assert replay.divergence is not None
+    assert "request-99" in replay.divergence and "operation" in replay.divergence
+
+
+def _variant(busy_session: Session, change: Any) -> dict[str, Any]:
+    data = trace_data(busy_session)
+    change(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda d: d.update(format="something-else"), "not a deepinfer trace"),
+        (lambda d: d.update(version=VERSION + 1), "newer"),
+        (lambda d: d.update(version=0), "older"),
+        (lambda d: d.update(version="one"), "version must be an integer"),
+        (lambda d: d.pop("operations"), "missing field(s) operations"),
+        (lambda d: d["operations"].append({"op": "jump"}), "operations["),
+        (lambda d: d["operations"].append({"op": "cancel"}), "cancel needs id"),
+        (lambda d: d.update(events=[{"tick": 0}]), "events[0]"),
+        (lambda d: d["scenario"].update(seed=-1), "seed"),
+    ],
+)
+def test_bad_trace_documents_are_one_clear_line(
+    busy_session: Session, tmp_path: Path, change: Any, problem: str
+) -> None:
+    path = _save(_variant(busy_session, change), tmp_path / "bad.trace.json")
+    with pytest.raises(TraceError) as caught:
+        load_trace(path)
+    message = str(caught.value)
+    assert str(path) in message and problem in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(None, "no such file"), (b"{not json", "not valid JSON"), (b"\xff\xfe\x00", "not a text")],
+)
+def test_unreadable_files_are_one_clear_line(
+    tmp_path: Path, content: bytes | None, problem: str
+) -> None:
+    path = tmp_path / "trace.json"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(TraceError, match=problem):
+        load_trace(path)
+    with pytest.raises(TraceError, match="folder"):
+        load_trace(tmp_path)
