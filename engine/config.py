@@ -28,6 +28,7 @@ class EngineConfig:
     draft_width: int = 4  # deepest draft node
     draft_branching: int = 1  # children per expanded node; 1 = a chain
     max_draft_nodes: int = 16  # non-root nodes per request per round
+    draft_context: int | None = None  # stored positions the draft attends to (None = all)
     block_size: int = 16
     num_blocks: int = 256
     state_ttl: float = 3.0  # hot cursor lifetime (seconds of the injected clock)
@@ -52,6 +53,8 @@ class EngineConfig:
         ):
             _check_int(name, getattr(self, name), 1)
         _check_int("undo_depth", self.undo_depth, 0)
+        if self.draft_context is not None:
+            _check_int("draft_context", self.draft_context, 1)
         for name in ("state_ttl", "prefix_ttl"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -37,7 +37,7 @@ from .model import RowBatchItem, Rows, State, Stored, TinyModel
 Event = dict[str, Any]
 
 
-@dataclass
+@dataclass(eq=False)
 class Request:
     request_id: str
     prompt: tuple[int, ...]
@@ -72,16 +72,16 @@ class Request:
         return self.max_tokens - self.generated
 
     def copy(self) -> Request:
-        return replace(
-            self,
-            tokens=list(self.tokens),
-            table=list(self.table),
-            cursors={role: list(c) for role, c in self.cursors.items()},
-            confidences=list(self.confidences),
-        )
+        other = object.__new__(Request)
+        other.__dict__.update(self.__dict__)
+        other.tokens = list(self.tokens)
+        other.table = list(self.table)
+        other.cursors = {role: list(c) for role, c in self.cursors.items()}
+        other.confidences = list(self.confidences)
+        return other
 
 
-@dataclass
+@dataclass(eq=False)
 class _Checkpoint:
     """Everything step() may change, taken before it runs (arrays by reference, not copied)."""
 
@@ -100,7 +100,7 @@ class _Checkpoint:
     released_after: list[int] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Plan:
     """One admitted request's work in the current round."""
 
@@ -622,12 +622,21 @@ class Engine:
         """
         assert self.draft is not None
         cfg = self.config
-        active = [p for p in plans if min(cfg.draft_width, p.request.remaining - 1) > 0]
+        # A round that still computes the prompt (or replays it) verifies only its main position:
+        # drafting then would repeat the prefill in the draft model for little gain.
+        active = [
+            p
+            for p in plans
+            if min(cfg.draft_width, p.request.remaining - 1) > 0
+            and self._cursor(p.request, "target") == [len(p.request.tokens) - 1] * 2
+        ]
         if not active:
             return
         role = "target" if self.draft_reads_target else "draft"
-        items = [self._catch_up_item(plan.request, role) for plan in active]
-        context = self.draft.batch_context(items)
+        items = [self._draft_item(plan.request, role) for plan in active]
+        # Room for every row this round can add, so later levels never regrow the context.
+        tail = max(len(item.tokens) for item in items) + cfg.max_draft_nodes + 1
+        context = self.draft.batch_context(items, tail=tail)
         outputs = self.draft.forward_rows(items, context)
         self.counters["draft_forwards"] += 1
         expanding = []
@@ -725,6 +734,21 @@ class Engine:
             consumer_from=request.consumer_from,
         )
 
+    def _draft_item(self, request: Request, role: str) -> RowBatchItem:
+        """The draft's first rows; with `draft_context` set, it sees only that many of the most
+        recent stored positions (a proposal may be approximate; verification is exact)."""
+        item = self._catch_up_item(request, role)
+        limit = self.config.draft_context
+        if limit is None or item.replay or len(item.context) <= limit:
+            return item
+        index = item.context.index
+        skip = len(item.context) - limit
+        if isinstance(index, slice):
+            index = slice(index.start + skip, index.stop)
+        else:
+            index = index[skip:]
+        return replace(item, context=Stored(item.context.store, index))
+
     # -- budget and pool space ----------------------------------------------------------------
 
     def _plan_verification(self, plans: list[_Plan]) -> list[_Plan]:
@@ -747,11 +771,11 @@ class Engine:
             estimated_cost=budget.estimated_cost,
             cost_source="synthetic cost curve" if cfg.cost_curve else "no cost curve",
         )
-        ready = []
+        ready = set()
         for plan in sorted(plans, key=lambda p: p.request.admitted):  # oldest gets space first
             if plan.request.admitted and self._reserve(plan, plans):
-                ready.append(plan)
-        return [p for p in plans if p in ready]
+                ready.add(id(plan))
+        return [plan for plan in plans if id(plan) in ready]
 
     def _blocks_for(self, plan: _Plan, nodes: int) -> tuple[int, list[int]]:
         """New blocks a plan needs for `nodes` speculative rows, and blocks to copy first."""
@@ -1171,12 +1195,12 @@ class Engine:
 
     def _stored(self, request: Request, role: str, start: int, stop: int) -> Stored:
         """A lazy view of the request's rows [start, stop) of one model in the pool."""
-        data = self.pool.stores[role].data
+        store = self.pool.stores[role]
         if stop <= start or not request.table:
-            return Stored(data, slice(0, 0))
+            return Stored(store, slice(0, 0))
         if start == 0:
-            return Stored(data, self.pool.span(request.table, stop))
-        return Stored(data, self.pool.slots(request.table, start, stop))
+            return Stored(store, self.pool.span(request.table, stop))
+        return Stored(store, self.pool.slots(request.table, start, stop))
 
     def _rows(self, request: Request, role: str, start: int, stop: int) -> Rows:
         """The request's stored rows for positions [start, stop) of one model."""

@@ -21,28 +21,39 @@ class PoolExhausted(Exception):
 
 
 class ModelStore:
-    """One model's packed rows for every slot of the pool (slot = block * block_size + offset)."""
+    """One model's rows for every slot of the pool (slot = block * block_size + offset).
+
+    Split in two arrays: `globals` holds what global attention reads (encoder and shared K/V,
+    contiguous per slot, so a context is one dense read) and `rest` holds the source, the
+    local K/V and the logits.
+    """
 
     def __init__(self, model: TinyModel, slots: int) -> None:
         self.layout = model.layout
+        self.split = model.layout.globals.stop
         # Written through once now: lazily mapped zero pages would make every first write to a
         # slot pay a page fault inside the round (measured 10-70x slower writes).
-        self.data = np.full((slots, model.layout.size), 0.0)
+        self.globals = np.full((slots, self.split), 0.0)
+        self.rest = np.full((slots, model.layout.size - self.split), 0.0)
 
     def write(self, slots: np.ndarray | slice, rows: Rows, *, encoder: bool = True) -> None:
         """Store rows at `slots`; `encoder=False` writes only the consumer part (warm replay)."""
         if encoder:
-            self.data[slots] = rows.data
+            self.globals[slots] = rows.data[:, : self.split]
+            self.rest[slots] = rows.data[:, self.split :]
         else:
             start = self.layout.local.start
-            self.data[slots, start:] = rows.data[:, start:]
+            self.rest[slots, start - self.split :] = rows.data[:, start:]
 
     def read(self, slots: np.ndarray | slice) -> Rows:
-        """Rows at `slots`: a view when `slots` is a slice."""
-        return Rows(self.data[slots], self.layout)
+        """A copy of the full rows at `slots`."""
+        return Rows(np.concatenate([self.globals[slots], self.rest[slots]], axis=1), self.layout)
 
-    def copy_slots(self, source: np.ndarray | slice, target: np.ndarray | slice) -> None:
-        self.data[target] = self.data[source]
+    def copy_slots(
+        self, source: np.ndarray | slice | int, target: np.ndarray | slice | int
+    ) -> None:
+        self.globals[target] = self.globals[source]
+        self.rest[target] = self.rest[source]
 
 
 @dataclass
@@ -107,7 +118,7 @@ class BlockPool:
                 self.free[block] = True
 
     def free_count(self) -> int:
-        return int(self.free.sum())
+        return int(np.count_nonzero(self.free))
 
     # -- slots ------------------------------------------------------------------------------
 

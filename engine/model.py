@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -203,10 +204,10 @@ class Rows:
 
 @dataclass(frozen=True)
 class Stored:
-    """A request's rows inside a pool array, read lazily: a batch gathers only the columns its
-    attention needs (and a contiguous run of blocks is read without copying)."""
+    """A request's rows inside a pool, read lazily: a batch gathers only the columns its
+    attention needs, and a contiguous run of blocks is read without copying."""
 
-    data: np.ndarray  # the pool's packed array
+    store: Any  # kv.ModelStore: `globals` and `rest` arrays split at `split`
     index: slice | np.ndarray  # slots of the positions, in position order
 
     def __len__(self) -> int:
@@ -215,11 +216,17 @@ class Stored:
         return len(self.index)
 
     def columns(self, columns: slice, rows: np.ndarray | None = None) -> np.ndarray:
+        split = self.store.split
+        if columns.stop <= split:
+            array = self.store.globals
+        else:
+            array = self.store.rest
+            columns = slice(columns.start - split, columns.stop - split)
         if rows is None:
-            return self.data[self.index, columns]
+            return array[self.index, columns]
         if isinstance(self.index, slice):
-            return self.data[self.index.start + rows, columns]
-        return self.data[self.index[rows], columns]
+            return array[self.index.start + rows, columns]
+        return array[self.index[rows], columns]
 
 
 @dataclass
