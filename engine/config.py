@@ -64,7 +64,8 @@ class EngineConfig:
             object.__setattr__(self, name, float(value))
         if self.recovery_mode not in RECOVERY_MODES:
             raise ValueError(
-                f"unknown recovery_mode {self.recovery_mode!r}; use one of {', '.join(RECOVERY_MODES)}"
+                f"unknown recovery_mode {self.recovery_mode!r}; "
+                f"use one of {', '.join(RECOVERY_MODES)}"
             )
         curve = None
         if self.cost_curve is not None:

@@ -28,8 +28,8 @@ from .draft import (
     best_nodes,
     choose_budget,
     expand,
-    top_children,
     select_nodes,
+    top_children,
 )
 from .kv import BlockPool
 from .model import RowBatchItem, Rows, State, Stored, TinyModel
@@ -133,9 +133,8 @@ class Engine:
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise ValueError("config must be an EngineConfig")
-        if draft is not None:
-            if draft.vocab_size != self.target.vocab_size:
-                raise ValueError("target and draft must share a vocabulary")
+        if draft is not None and draft.vocab_size != self.target.vocab_size:
+            raise ValueError("target and draft must share a vocabulary")
         if self.config.recovery_mode != "exact":
             for model in self.models.values():
                 if model.window > self.config.keep:
@@ -221,7 +220,8 @@ class Engine:
             or not 0 <= eos_id < self.target.vocab_size
         ):
             raise ValueError(
-                f"eos_id must be None or a token id in [0, {self.target.vocab_size}), got {eos_id!r}"
+                f"eos_id must be None or a token id in [0, {self.target.vocab_size}), "
+                f"got {eos_id!r}"
             )
         if request_id is None:
             number = len(self.requests) + 1
@@ -743,10 +743,7 @@ class Engine:
             return item
         index = item.context.index
         skip = len(item.context) - limit
-        if isinstance(index, slice):
-            index = slice(index.start + skip, index.stop)
-        else:
-            index = index[skip:]
+        index = slice(index.start + skip, index.stop) if isinstance(index, slice) else index[skip:]
         return replace(item, context=Stored(item.context.store, index))
 
     # -- budget and pool space ----------------------------------------------------------------

@@ -338,8 +338,8 @@ class TinyModel:
         wq, wk, wv, *_ = weights.encoder
         self._encoder_qkv = np.concatenate([wq, wk, wv], axis=1)
         self._shared_kv = np.concatenate(weights.shared, axis=1)
-        self._layer_in = [np.concatenate([l[0], l[1], l[2], l[4]], axis=1) for l in weights.layers]
-        self._layer_out = [np.concatenate([l[3], l[5]], axis=0) for l in weights.layers]
+        self._layer_in = [np.concatenate([m[0], m[1], m[2], m[4]], axis=1) for m in weights.layers]
+        self._layer_out = [np.concatenate([m[3], m[5]], axis=0) for m in weights.layers]
 
     def is_early_exit_of(self, other: TinyModel) -> bool:
         """True when this model is `other`'s first layers (any head): its rows for a position
@@ -516,7 +516,7 @@ class TinyModel:
             return []
         w = self.weights
         layout = self.layout
-        width, depth = self.width, self.depth
+        width = self.width
         size = len(batch)
         new_counts = np.array([len(item.tokens) for item in batch], dtype=np.int64)
         earlier_counts = np.array([len(item.earlier_positions) for item in batch], dtype=np.int64)
