@@ -2,6 +2,7 @@
 
     python benchmarks/profile_workload.py batch
     python benchmarks/profile_workload.py long --context 2048 --mode speculative
+    python benchmarks/profile_workload.py long --context 4096 --phase decode
     python benchmarks/profile_workload.py tui
 
 Prints the top functions by cumulative and by own (total) time and saves the raw profile
@@ -17,7 +18,7 @@ import cProfile
 import io
 import pstats
 import sys
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parent
@@ -25,13 +26,15 @@ if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
 from engines import OurEngine  # noqa: E402
+from measure import StepRecord, drive  # noqa: E402
 from tui_latency import run_tui  # noqa: E402
 from workloads import (  # noqa: E402
     LongShape,
     TuiShape,
     Tuning,
+    long_spec,
+    random_prompts,
     run_batch,
-    run_long,
     shapes,
     warm_up,
 )
@@ -42,6 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workload", choices=("batch", "batch-greedy", "long", "tui"))
     parser.add_argument("--context", type=int, default=2048, help="long: prompt length")
     parser.add_argument("--mode", choices=("greedy", "speculative"), default="speculative")
+    parser.add_argument(
+        "--phase",
+        choices=("all", "prefill", "decode"),
+        default="all",
+        help="long: profile the whole run, only the first round (prefill) or only after it",
+    )
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=None, help="where to save the .prof file")
@@ -52,25 +61,22 @@ def main(argv: list[str] | None = None) -> int:
     warm_up(ours, tuning)
     shape = shapes(args.quick)[args.workload]
     profiler = cProfile.Profile()
-    profiler.enable()
-    if isinstance(shape, TuiShape):
+    if isinstance(shape, LongShape):
+        phase = "" if args.phase == "all" else f"-{args.phase}"
+        label = f"long-{args.context}-{args.mode}{phase}"
+        profile_long(profiler, ours, shape, tuning, args.context, args.mode, args.phase)
+    elif isinstance(shape, TuiShape):
+        label = "tui"
+        profiler.enable()
         outcome = run_tui(shape)  # the app's event loop runs in this thread: it is profiled
+        profiler.disable()
         if "error" in outcome:
             print(f"tui: {outcome['error']}", file=sys.stderr)
-        label = "tui"
-    elif isinstance(shape, LongShape):
-        run_long(
-            ours,
-            replace(shape, lengths=(args.context,)),
-            tuning,
-            time_limit=600.0,
-            modes=(args.mode,),
-        )
-        label = f"long-{args.context}-{args.mode}"
     else:
-        run_batch(ours, shape, tuning, time_limit=600.0)
         label = args.workload
-    profiler.disable()
+        profiler.enable()
+        run_batch(ours, shape, tuning, time_limit=600.0)
+        profiler.disable()
     out = args.out or BENCHMARKS / "results" / f"profile-{label}.prof"
     out.parent.mkdir(parents=True, exist_ok=True)
     profiler.dump_stats(out)
@@ -82,6 +88,37 @@ def main(argv: list[str] | None = None) -> int:
         print(_body(buffer.getvalue()))
     print(f"profile saved to {out}")
     return 0
+
+
+def profile_long(
+    profiler: cProfile.Profile,
+    ours: OurEngine,
+    shape: LongShape,
+    tuning: Tuning,
+    context: int,
+    mode: str,
+    phase: str,
+) -> None:
+    """One long-context request; the profiler runs for the chosen phase only."""
+    spec = long_spec(context, shape, mode == "speculative", tuning)
+
+    def switch(index: int, _step: StepRecord) -> None:
+        if index == 0 and phase == "prefill":
+            profiler.disable()
+        elif index == 0 and phase == "decode":
+            profiler.enable()
+
+    if phase != "decode":
+        profiler.enable()
+    drive(
+        partial(ours.build, spec),
+        random_prompts(1, context, seed=1000 + context),
+        shape.new_tokens,
+        verified_key=ours.verified_key,
+        time_limit=600.0,
+        on_step=switch,
+    )
+    profiler.disable()
 
 
 def _body(text: str) -> str:
