@@ -1,0 +1,29 @@
+"""The dependency direction is a rule: engine is pure, and the debugger's core is Textual-free."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def _loaded_after_import(module: str) -> set[str]:
+    code = (
+        f"import sys, {module}; "
+        "print(','.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.strip().split(","))
+
+
+def test_engine_loads_neither_textual_nor_rich() -> None:
+    loaded = _loaded_after_import("engine")
+    assert "numpy" in loaded
+    assert not loaded & {"textual", "rich", "deepinfer_tui"}
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["deepinfer_tui.session", "deepinfer_tui.scenario", "deepinfer_tui.describe"],
+)
+def test_debugger_core_never_imports_textual(module: str) -> None:
+    assert "textual" not in _loaded_after_import(module)
