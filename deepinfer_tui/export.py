@@ -66,7 +66,9 @@ def base_name(session: Session) -> str:
 # -- the trace-snapshot document ---------------------------------------------------------------
 
 
-def record_document(session: Session, width: int = DOCUMENT_WIDTH) -> Console:
+def record_document(
+    snapshot: dict[str, Any], log: list[dict[str, Any]], width: int = DOCUMENT_WIDTH
+) -> Console:
     """Render the document once into a recording console (fixed width, no environment)."""
     console = Console(
         record=True,
@@ -80,14 +82,15 @@ def record_document(session: Session, width: int = DOCUMENT_WIDTH) -> Console:
         highlight=False,
         _environ={},  # COLUMNS, NO_COLOR and friends must not change an export
     )
-    console.print(snapshot_document(session.snapshot(), session.log()))
+    console.print(snapshot_document(snapshot, log))
     return console
 
 
 def render_document(session: Session) -> dict[str, str]:
     """SVG, HTML and text from one recording (clear=False keeps it for the next export)."""
-    console = record_document(session)
-    title = document_title(session.snapshot())
+    snapshot = session.snapshot()
+    console = record_document(snapshot, session.log())
+    title = document_title(snapshot)
     svg = console.export_svg(title=title, clear=False, unique_id="deepinfer-trace")
     page = console.export_html(clear=False)
     page = page.replace(

@@ -164,3 +164,14 @@ def test_unreadable_files_are_one_clear_line(
         load_trace(path)
     with pytest.raises(TraceError, match="folder"):
         load_trace(tmp_path)
+
+
+def test_different_build_is_reported_before_events(busy_session: Session) -> None:
+    data = trace_data(busy_session)
+    data["models"]["target"]["identity"] = "0123456789abcdef"
+    divergence = Replay(parse_trace(data, "other-build.json")).divergence
+    assert divergence is not None and "model identity differs" in divergence
+    data = trace_data(busy_session)
+    data["config"]["block_size"] = 8
+    divergence = Replay(parse_trace(data, "edited.json")).divergence
+    assert divergence is not None and "block_size" in divergence
