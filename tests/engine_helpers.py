@@ -1,0 +1,205 @@
+"""Shared checks for the engine tests, written against public data only.
+
+Everything here reads `engine.snapshot()`, `engine.metrics()`, `engine.result()`,
+`engine.committed_state()` and `engine.trace`; nothing reaches into engine internals. The
+oracle is `greedy_generate`, which recomputes the whole sequence for every token.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from engine import Engine, Result, greedy_generate
+
+TOLERANCE = 1e-10
+FREE_STATES = ("free", "dropped")  # "dropped" = free, released during the latest round
+
+
+class ManualClock:
+    """An injected clock: time moves only when a test says so."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def request_view(snapshot: dict[str, Any], request_id: str) -> dict[str, Any]:
+    for view in snapshot["requests"]:
+        if view["id"] == request_id:
+            return view
+    raise AssertionError(f"{request_id} is missing from the snapshot")
+
+
+def events_of(events: Iterable[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [event for event in events if event["kind"] == kind]
+
+
+def check_against_oracle(engine: Engine, request_id: str, *, check_state: bool = True) -> Result:
+    """A finished request's tokens and committed state equal greedy full recompute.
+
+    stop/length: the oracle run with the request's own max_tokens and eos_id must give exactly
+    the same tokens (so the engine neither stopped early nor late). cancelled/error: the
+    tokens committed so far must be a prefix of the oracle's output.
+    """
+    result = engine.result(request_id)
+    view = request_view(engine.snapshot(), request_id)
+    eos_id, max_tokens = view["eos_id"], view["max_tokens"]
+    if result.finish_reason in ("stop", "length"):
+        oracle = greedy_generate(engine.target, result.prompt, max_tokens=max_tokens, eos_id=eos_id)
+        assert result.tokens == oracle.tokens, (
+            f"{request_id}: engine {result.tokens} != oracle {oracle.tokens} "
+            f"({result.finish_reason})"
+        )
+        if result.finish_reason == "stop":
+            assert result.tokens and result.tokens[-1] == eos_id
+        else:
+            assert len(result.tokens) == max_tokens
+    else:
+        assert result.finish_reason in ("cancelled", "error"), result.finish_reason
+        oracle = greedy_generate(
+            engine.target, result.prompt, max_tokens=len(result.tokens), eos_id=eos_id
+        )
+        assert result.tokens == oracle.tokens, (
+            f"{request_id}: {result.finish_reason} with {result.tokens}, which is not a prefix "
+            f"of the oracle's output {oracle.tokens}"
+        )
+    if check_state:
+        error = engine.committed_state(request_id).max_error(oracle.state)
+        assert error < TOLERANCE, f"{request_id}: committed state differs by {error}"
+    return result
+
+
+def check_all_finished(engine: Engine, *, check_state: bool = True) -> list[Result]:
+    """Oracle-check every finished request; returns their results."""
+    results = []
+    for view in engine.snapshot()["requests"]:
+        if view["status"] == "finished":
+            results.append(check_against_oracle(engine, view["id"], check_state=check_state))
+    return results
+
+
+def check_live_prefixes(engine: Engine) -> None:
+    """Every unfinished request's committed tokens and state equal the oracle's so far."""
+    for view in engine.snapshot()["requests"]:
+        if view["status"] == "finished":
+            continue
+        generated = tuple(view["generated"])
+        oracle = greedy_generate(engine.target, view["prompt"], max_tokens=len(generated))
+        assert generated == oracle.tokens, f"{view['id']}: {generated} vs {oracle.tokens}"
+        error = engine.committed_state(view["id"]).max_error(oracle.state)
+        assert error < TOLERANCE, f"{view['id']}: live committed state differs by {error}"
+
+
+def check_block_invariants(engine: Engine) -> dict[str, Any]:
+    """Pool, cache and queue bookkeeping agree with each other; returns the snapshot."""
+    snapshot = engine.snapshot()
+    blocks = snapshot["metrics"]["blocks"]
+    pool = snapshot["pool"]
+    size = pool["block_size"]
+    assert blocks["total"] == pool["num_blocks"] == len(pool["blocks"])
+    assert blocks["free"] + blocks["used"] == blocks["total"], blocks
+
+    holders: Counter[int] = Counter()
+    request_held: set[int] = set()
+    # (block, offset) -> tokens claimed there by every holder, to prove sharing is sound
+    claims: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for view in snapshot["requests"]:
+        ids = [b["id"] for b in view["blocks"]]
+        assert len(ids) == len(set(ids)), f"{view['id']} holds a block twice: {ids}"
+        if view["status"] == "finished":
+            assert not ids, f"finished {view['id']} still holds blocks {ids}"
+        tokens = view["prompt"] + view["generated"]
+        assert len(ids) <= -(-len(tokens) // size), f"{view['id']} holds too many blocks"
+        for index, block in enumerate(view["blocks"]):
+            assert block["index"] == index and block["first_position"] == index * size
+            assert len(block["slots"]) == size
+            for offset, token in enumerate(block["slots"]):
+                if token is not None:
+                    assert token == tokens[index * size + offset]
+                    claims[(block["id"], offset)].add(token)
+        holders.update(ids)
+        request_held.update(ids)
+    cache_held: set[int] = set()
+    for entry in snapshot["cache"]:
+        assert len(entry["blocks"]) == -(-len(entry["tokens"]) // size), entry
+        assert entry["state"] in ("hot", "warm")
+        assert entry["hot_until"] <= entry["warm_until"]
+        holders.update(entry["blocks"])
+        cache_held.update(entry["blocks"])
+        for position, token in enumerate(entry["tokens"]):
+            claims[(entry["blocks"][position // size], position % size)].add(token)
+    for (block, offset), tokens in claims.items():
+        assert len(tokens) == 1, f"holders of block {block} disagree at offset {offset}: {tokens}"
+
+    free = retained = shared = 0
+    for block in pool["blocks"]:
+        count = holders.get(block["id"], 0)
+        assert block["refcount"] == count, (
+            f"block {block['id']}: refcount {block['refcount']} but {count} holders"
+        )
+        state = block["state"]
+        if state in FREE_STATES:
+            free += 1
+            assert count == 0, f"free block {block['id']} is held"
+        elif block["id"] in request_held:
+            assert state == ("shared" if count > 1 else "committed"), block
+        elif block["id"] in cache_held:
+            assert state == "cached", block
+        else:
+            assert state == "retained" and count == 0, block
+            retained += 1
+        shared += count > 1
+    assert free == blocks["free"], (free, blocks)
+    assert retained == blocks["retained"], (retained, blocks)
+    assert shared == blocks["shared"], (shared, blocks)
+    assert blocks["cached"] == len(cache_held - request_held), blocks
+
+    queue = snapshot["queue"]
+    unfinished = {v["id"] for v in snapshot["requests"] if v["status"] != "finished"}
+    assert len(queue) == len(set(queue)), f"duplicate ids in the queue: {queue}"
+    assert set(queue) == unfinished, f"queue {queue} vs unfinished {sorted(unfinished)}"
+    counts = snapshot["metrics"]["requests"]
+    assert counts["queued"] + counts["running"] + counts["finished"] == len(snapshot["requests"])
+    undo = snapshot["undo"]
+    assert 0 <= undo["available"] <= max(undo["depth"], 0), undo
+    return snapshot
+
+
+def check_nothing_orphaned(engine: Engine) -> None:
+    """Blocks kept only for undo must not outlive the undo history that needs them."""
+    snapshot = engine.snapshot()
+    if snapshot["undo"]["available"] == 0:
+        retained = snapshot["metrics"]["blocks"]["retained"]
+        assert retained == 0, f"{retained} blocks retained with no undo history left"
+
+
+def drain(engine: Engine, *, max_steps: int = 400, live: bool = False) -> list[dict[str, Any]]:
+    """Step until idle, checking block invariants after every round; returns all events.
+
+    A bounded loop: an engine that never finishes is a failure, not a hung test.
+    """
+    events: list[dict[str, Any]] = []
+    for _ in range(max_steps):
+        if engine.idle:
+            return events
+        events.extend(engine.step())
+        check_block_invariants(engine)
+        if live:
+            check_live_prefixes(engine)
+    assert engine.idle, f"engine still busy after {max_steps} rounds: {engine.snapshot()['queue']}"
+    return events
+
+
+def strip_clock(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot without the fields that follow the wall clock rather than engine state."""
+    copy = dict(snapshot)
+    copy.pop("clock", None)
+    copy["cache"] = [{k: v for k, v in e.items() if k != "state"} for e in snapshot["cache"]]
+    return copy

@@ -1,0 +1,202 @@
+"""Paged KV pool: refcounts, sharing, copy-on-write, leaks, fitting and preemption."""
+
+from __future__ import annotations
+
+import pytest
+from engine_helpers import (
+    ManualClock,
+    check_against_oracle,
+    check_all_finished,
+    check_block_invariants,
+    drain,
+    events_of,
+    request_view,
+)
+
+from engine import Engine, EngineConfig, TinyModel, make_draft
+
+
+def table(snapshot: dict, request_id: str) -> list[int]:
+    return [block["id"] for block in request_view(snapshot, request_id)["blocks"]]
+
+
+def test_a_fresh_engine_has_every_block_free() -> None:
+    engine = Engine(TinyModel(), None, config=EngineConfig(num_blocks=12, block_size=4))
+    snapshot = check_block_invariants(engine)
+    blocks = snapshot["metrics"]["blocks"]
+    assert blocks == {
+        "total": 12,
+        "free": 12,
+        "used": 0,
+        "cached": 0,
+        "shared": 0,
+        "retained": 0,
+    }
+    assert {b["state"] for b in snapshot["pool"]["blocks"]} == {"free"}
+    engine.submit([1, 2, 3], max_tokens=4)  # queued work holds no blocks yet
+    assert check_block_invariants(engine)["metrics"]["blocks"]["free"] == 12
+
+
+@pytest.mark.parametrize(
+    ("draft", "config"),
+    [
+        (False, dict(block_size=1)),
+        (True, dict(block_size=2, draft_width=3)),
+        (True, dict(block_size=4, draft_width=5, draft_branching=2)),
+        (True, dict(block_size=16, draft_width=2, draft_branching=3, undo_depth=0)),
+    ],
+)
+def test_invariants_hold_after_every_step(draft: bool, config: dict) -> None:
+    target = TinyModel(seed=3)
+    engine = Engine(
+        target,
+        make_draft(target, seed=2) if draft else None,
+        config=EngineConfig(**config),
+        clock=ManualClock(),
+    )
+    for prompt in ([1, 2, 3, 4, 5], [1, 2, 3, 4, 6], [1, 2, 3], [8]):
+        engine.submit(prompt, max_tokens=6)
+    drain(engine, live=True)  # also: every running request's state is oracle-exact
+    check_all_finished(engine)
+
+
+def test_a_shared_prefix_shares_blocks_and_copies_before_writing() -> None:
+    clock = ManualClock()
+    engine = Engine(TinyModel(seed=1), None, config=EngineConfig(block_size=4), clock=clock)
+    first = engine.submit([1, 2, 3, 4, 5, 6], max_tokens=8)
+    engine.step()  # publishes the prefix [1..6, g1]
+    second = engine.submit([1, 2, 3, 4, 5, 9, 9], max_tokens=3)  # shares 5 positions
+    events = engine.step()
+    (restore,) = [e for e in events_of(events, "restore") if e["request_id"] == second]
+    assert (restore["cache"], restore["reused_positions"]) == ("hot", 5)
+    snapshot = check_block_invariants(engine)
+    mine, theirs = table(snapshot, second), table(snapshot, first)
+    # The full first block (positions 0-3) is shared, without a copy...
+    assert mine[0] == theirs[0]
+    shared = next(b for b in snapshot["pool"]["blocks"] if b["id"] == mine[0])
+    assert shared["state"] == "shared" and shared["refcount"] >= 2
+    # ...while the partly shared second block was copied before the new request wrote into it.
+    assert mine[1] != theirs[1]
+    assert request_view(snapshot, second)["blocks"][1]["slots"][:2] == [5, 9]
+    drain(engine)
+    check_all_finished(engine)
+
+
+def test_nothing_leaks_once_everything_finished_and_expired() -> None:
+    clock = ManualClock()
+    target = TinyModel(seed=2)
+    config = EngineConfig(block_size=2, num_blocks=40, undo_depth=0)
+    engine = Engine(target, make_draft(target, seed=5), config=config, clock=clock)
+    ids = [engine.submit(p, max_tokens=5) for p in ([1, 2, 3], [1, 2, 4], [7], [1, 2, 3, 9])]
+    engine.step()
+    engine.cancel(ids[1])
+    drain(engine)
+    engine.rollback(ids[0], 2)  # reopened, then finished again
+    drain(engine)
+    assert check_block_invariants(engine)["metrics"]["blocks"]["used"] > 0  # the cache holds some
+    clock.now = 1000.0
+    engine.step()  # expires every cache entry
+    blocks = check_block_invariants(engine)["metrics"]["blocks"]
+    assert blocks["free"] == blocks["total"], blocks
+
+
+def test_with_undo_history_released_blocks_are_retained_not_lost() -> None:
+    clock = ManualClock()
+    engine = Engine(TinyModel(seed=2), None, config=EngineConfig(block_size=2), clock=clock)
+    engine.generate([1, 2, 3, 4], max_tokens=3)
+    clock.now = 1000.0
+    engine.step()
+    snapshot = check_block_invariants(engine)
+    blocks = snapshot["metrics"]["blocks"]
+    assert blocks["cached"] == 0 and blocks["used"] == blocks["retained"]
+    assert all(b["refcount"] == 0 for b in snapshot["pool"]["blocks"])
+
+
+@pytest.mark.parametrize(
+    ("block_size", "num_blocks", "prompt_length", "max_tokens", "fits"),
+    [
+        (2, 2, 3, 1, True),  # 4 positions = 2 blocks
+        (2, 2, 3, 2, False),  # 5 positions = 3 blocks
+        (4, 1, 4, 0, True),
+        (4, 1, 4, 1, False),
+        (1, 5, 1, 4, True),
+        (1, 5, 2, 4, False),
+    ],
+)
+def test_a_request_that_can_never_fit_is_rejected_at_submit(
+    block_size: int, num_blocks: int, prompt_length: int, max_tokens: int, fits: bool
+) -> None:
+    target = TinyModel(seed=0)
+    config = EngineConfig(block_size=block_size, num_blocks=num_blocks)
+    engine = Engine(target, make_draft(target), config=config, clock=ManualClock())
+    prompt = list(range(1, prompt_length + 1))
+    before = engine.snapshot()
+    if not fits:
+        with pytest.raises(ValueError, match="blocks"):
+            engine.submit(prompt, max_tokens=max_tokens)
+        assert engine.snapshot() == before
+        return
+    rid = engine.submit(prompt, max_tokens=max_tokens)
+    drain(engine)
+    check_against_oracle(engine, rid)
+
+
+def test_a_request_filling_the_whole_pool_evicts_the_cache_and_finishes() -> None:
+    target = TinyModel(seed=4)
+    config = EngineConfig(block_size=2, num_blocks=5, draft_width=4)
+    engine = Engine(target, make_draft(target, seed=1), config=config, clock=ManualClock())
+    for prompt in ([1, 2], [3, 4], [5, 6]):
+        engine.generate(prompt, max_tokens=2)  # leaves cached blocks behind
+    assert engine.metrics()["blocks"]["cached"] > 0
+    big = engine.submit([9, 8, 7], max_tokens=7)  # 10 positions: all 5 blocks
+    events = drain(engine)
+    assert events_of(events, "evict")
+    check_against_oracle(engine, big)
+
+
+def test_rejected_speculation_frees_its_blocks_in_the_same_round() -> None:
+    target = TinyModel(seed=0)
+    # A random draft is nearly always wrong, so most speculative blocks are dropped.
+    config = EngineConfig(block_size=1, draft_width=4, undo_depth=0)
+    engine = Engine(target, TinyModel(seed=99, depth=1), config=config, clock=ManualClock())
+    rid = engine.submit([1, 2, 3], max_tokens=10)
+    seen_drop = False
+    while not engine.idle:
+        events = engine.step()
+        snapshot = check_block_invariants(engine)
+        for commit in events_of(events, "commit"):
+            if not commit["freed_blocks"]:
+                continue
+            seen_drop = True
+            states = {b["id"]: b["state"] for b in snapshot["pool"]["blocks"]}
+            for block in commit["freed_blocks"]:
+                assert states[block] == "dropped", (block, states[block])
+            view = request_view(snapshot, rid)
+            if view["status"] != "finished":
+                assert set(commit["freed_blocks"]) == set(view["dropped_blocks"])
+                assert not set(commit["freed_blocks"]) & set(table(snapshot, rid))
+    assert seen_drop
+    check_against_oracle(engine, rid)
+
+
+def test_preemption_frees_the_victim_and_requeues_it_first() -> None:
+    config = EngineConfig(block_size=2, num_blocks=6, max_active=1)
+    engine = Engine(TinyModel(seed=1), None, config=config, clock=ManualClock())
+    for prompt in ([1, 2, 3, 4], [5, 6, 7], [1, 2, 9]):
+        engine.submit(prompt, max_tokens=5)
+    preempted = False
+    while not engine.idle:
+        events = engine.step()
+        snapshot = check_block_invariants(engine)
+        for preempt in events_of(events, "preempt"):
+            preempted = True
+            victim = preempt["request_id"]
+            view = request_view(snapshot, victim)
+            assert view["blocks"] == [] and view["status"] == "queued"
+            # Front of the queue: only a request deferred this round may wait ahead of it.
+            deferred = {e["request_id"] for e in events_of(events, "deferred")}
+            ahead = snapshot["queue"][: snapshot["queue"].index(victim)]
+            assert set(ahead) <= deferred, (ahead, deferred)
+            assert view["preemptions"] >= 1
+    assert preempted
+    assert len(check_all_finished(engine)) == 3

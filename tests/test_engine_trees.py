@@ -1,0 +1,250 @@
+"""Draft trees (issue 4): greedy tree acceptance, the batched verification, the budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from engine_helpers import (
+    ManualClock,
+    check_all_finished,
+    check_block_invariants,
+    events_of,
+    request_view,
+)
+
+from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
+
+Event = dict[str, Any]
+
+
+def rounds(engine: Engine) -> list[list[Event]]:
+    """Step to idle, returning each round's events (invariants checked every round)."""
+    out = []
+    while not engine.idle:
+        out.append(engine.step())
+        check_block_invariants(engine)
+        assert len(out) < 300, "engine never became idle"
+    return out
+
+
+def per_request(events: list[Event], kind: str) -> dict[str, Event]:
+    return {e["request_id"]: e for e in events_of(events, kind)}
+
+
+def selected_nodes(verify: Event) -> set[int]:
+    return {n["id"] for n in verify["nodes"] if n["verdict"] in ("accepted", "rejected")}
+
+
+def test_copy_draft_with_branching_accepts_the_greedy_path_and_rejects_siblings() -> None:
+    target = TinyModel(seed=5)
+    draft = make_draft(target, depth=target.depth, noise=0.0)
+    config = EngineConfig(draft_width=4, draft_branching=2, max_draft_nodes=12)
+    engine = Engine(target, draft, config=config, clock=ManualClock())
+    prompts = {engine.submit(p, max_tokens=12): p for p in ([1, 2, 3], [7, 5], [4, 4, 4, 4])}
+    greedy = {rid: greedy_generate(target, p, max_tokens=12).tokens for rid, p in prompts.items()}
+    rejected_siblings = 0
+    done = dict.fromkeys(prompts, 0)  # tokens committed so far per request
+    for events in rounds(engine):
+        drafts, verifies = per_request(events, "draft"), per_request(events, "verify")
+        for rid, commit in per_request(events, "commit").items():
+            verdicts = {n["id"]: n for n in verifies[rid]["nodes"]}
+            if rid in drafts:
+                nodes = {n["id"]: n for n in drafts[rid]["nodes"]}
+            else:  # nothing drafted (e.g. one token left): the tree is its root alone
+                assert list(verdicts) == [0]
+                nodes = {0: {"id": 0, "parent": -1, "token": None}}
+            expected = greedy[rid][done[rid] :]  # what the target will say from this root
+            done[rid] += len(commit["tokens"])
+            accepted_path = []
+            node = 0
+            for token in expected:  # walk the greedy path down the tree
+                children = [
+                    c
+                    for c in nodes.values()
+                    if c["parent"] == node and verdicts[c["id"]]["verdict"] != "unverified"
+                ]
+                match = [c for c in children if c["token"] == token]
+                for child in children:
+                    if child["token"] == token:
+                        assert verdicts[child["id"]]["verdict"] == "accepted"
+                    else:
+                        assert verdicts[child["id"]]["verdict"] == "rejected"
+                        assert verdicts[child["id"]]["target_token"] == token
+                        rejected_siblings += bool(match)
+                if not match:
+                    break
+                node = match[0]["id"]
+                accepted_path.append(node)
+            on_path = set(accepted_path)
+            for node_id, verdict in verdicts.items():
+                if verdict["verdict"] == "accepted":
+                    assert node_id in on_path
+            assert commit["accepted"] == len(accepted_path)
+            assert commit["outcome"] == "bonus"  # the draft is never wrong on a verified path
+            assert commit["tokens"] == list(expected[: len(commit["tokens"])])
+    assert rejected_siblings > 0, "no branch was ever rejected next to an accepted sibling"
+    check_all_finished(engine)
+
+
+@pytest.mark.parametrize(
+    ("requests", "config"),
+    [
+        (1, dict(draft_width=3)),
+        (3, dict(draft_width=4, draft_branching=2, max_batch_tokens=16)),
+        (6, dict(draft_width=7, draft_branching=3, max_draft_nodes=16, max_batch_tokens=16)),
+        (5, dict(draft_width=2, draft_branching=2, max_batch_tokens=3, block_size=1)),
+    ],
+)
+def test_the_target_runs_one_forward_per_round(requests: int, config: dict[str, Any]) -> None:
+    target = TinyModel(seed=2)
+    draft = make_draft(target, seed=3)
+    engine = Engine(target, draft, config=EngineConfig(**config), clock=ManualClock())
+    for index in range(requests):
+        engine.submit([1 + index, 2, 3 + index], max_tokens=7)
+    most_nodes = 0
+    while not engine.idle:
+        target_calls, draft_calls = target.forward_calls, draft.forward_calls
+        work = engine.metrics()["work"]
+        events = engine.step()
+        verifies = events_of(events, "verify")
+        expected = 1 if verifies else 0
+        assert target.forward_calls - target_calls == expected
+        assert engine.metrics()["work"]["target_forwards"] - work["target_forwards"] == expected
+        # The draft runs one forward per tree level, for all requests together.
+        assert draft.forward_calls - draft_calls <= config["draft_width"]
+        most_nodes = max(most_nodes, sum(len(selected_nodes(v)) + 1 for v in verifies))
+    if requests > 1:
+        assert most_nodes > 2  # several requests and nodes really shared one call
+    check_all_finished(engine)
+
+
+BUDGETS = [
+    dict(max_batch_tokens=1, draft_width=3, draft_branching=2),
+    dict(max_batch_tokens=2, draft_width=4, draft_branching=3, max_draft_nodes=5),
+    dict(max_batch_tokens=5, draft_width=5, draft_branching=2),
+    dict(max_batch_tokens=7, draft_width=7, draft_branching=1),
+    dict(max_batch_tokens=16, draft_width=6, draft_branching=3, max_draft_nodes=9),
+    dict(
+        max_batch_tokens=8,
+        draft_width=4,
+        draft_branching=2,
+        max_draft_nodes=6,
+        cost_curve=((1, 1.0), (2, 1.2), (4, 1.4), (8, 2.5)),
+    ),
+]
+
+
+@pytest.mark.parametrize("config", BUDGETS)
+def test_budget_selects_prefix_closed_top_nodes_within_the_total(config: dict[str, Any]) -> None:
+    target = TinyModel(seed=7)
+    engine = Engine(target, make_draft(target, seed=8), config=EngineConfig(**config))
+    for index in range(6):
+        engine.submit([index, index + 1, 2], max_tokens=6)
+    for events in rounds(engine):
+        (budget,) = events_of(events, "budget")
+        assert len(budget["per_request"]) == len(budget["requests"]) >= 1
+        assert all(length >= 1 for length in budget["per_request"])  # every main position
+        assert sum(budget["per_request"]) == budget["total"] <= config["max_batch_tokens"]
+        drafts, verifies = per_request(events, "draft"), per_request(events, "verify")
+        assert set(verifies) == set(budget["requests"])  # a big pool defers nobody
+        verified_total = 0
+        chosen, left_out = [], []
+        for rid, length in zip(budget["requests"], budget["per_request"]):
+            selected = selected_nodes(verifies[rid])
+            verified_total += 1 + len(selected)
+            assert 1 + len(selected) == length
+            nodes = {n["id"]: n for n in drafts[rid]["nodes"]} if rid in drafts else {}
+            for node in selected:  # prefix-closed: every chosen node's parent is chosen
+                assert nodes[node]["parent"] == 0 or nodes[node]["parent"] in selected
+            for node_id, node in nodes.items():
+                if node_id:
+                    (chosen if node_id in selected else left_out).append(node["path_prob"])
+        assert verified_total <= config["max_batch_tokens"]
+        if chosen and left_out:  # extra positions go to the most probable nodes overall
+            assert min(chosen) >= max(left_out) - 1e-6
+    check_all_finished(engine)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(draft_width=1, draft_branching=3, max_draft_nodes=16),
+        dict(draft_width=3, draft_branching=2, max_draft_nodes=4),
+        dict(draft_width=7, draft_branching=3, max_draft_nodes=16),
+        dict(draft_width=5, draft_branching=1, max_draft_nodes=2),
+    ],
+)
+def test_draft_trees_respect_width_branching_and_node_cap(config: dict[str, Any]) -> None:
+    target = TinyModel(seed=9)
+    engine = Engine(target, make_draft(target, seed=2), config=EngineConfig(**config))
+    ids = [engine.submit([3, 1, 4], max_tokens=9), engine.submit([2, 7], max_tokens=4)]
+    branched = False
+    for events in rounds(engine):
+        for draft in events_of(events, "draft"):
+            nodes = {n["id"]: n for n in draft["nodes"]}
+            root = nodes[0]
+            assert root["parent"] == -1 and root["depth"] == 0
+            assert len(nodes) - 1 <= config["max_draft_nodes"]
+            children: dict[int, list[dict]] = {}
+            for node in nodes.values():
+                if node["id"] == 0:
+                    continue
+                parent = nodes[node["parent"]]
+                assert node["depth"] == parent["depth"] + 1 <= config["draft_width"]
+                assert 0.0 <= node["prob"] <= 1.0
+                assert node["path_prob"] == pytest.approx(
+                    parent["path_prob"] * node["prob"], abs=1e-5
+                )
+                children.setdefault(parent["id"], []).append(node)
+            for kids in children.values():
+                assert len(kids) <= config["draft_branching"]
+                assert len({k["token"] for k in kids}) == len(kids)  # top-k: distinct tokens
+                branched |= len(kids) > 1
+    if config["draft_branching"] > 1 and config["max_draft_nodes"] > 1:
+        assert branched
+    assert len(check_all_finished(engine)) == len(ids)
+
+
+def test_snapshot_shows_the_last_rounds_tree_with_verdicts() -> None:
+    target = TinyModel(seed=4)
+    config = EngineConfig(draft_width=3, draft_branching=2)
+    engine = Engine(target, make_draft(target, seed=6), config=config, clock=ManualClock())
+    rid = engine.submit([1, 2, 3], max_tokens=9)
+    events = engine.step()
+    view = request_view(engine.snapshot(), rid)
+    tree = view["tree"]
+    assert tree["round"] == engine.snapshot()["tick"]
+    (verify,) = events_of(events, "verify")
+    assert [(n["id"], n["verdict"]) for n in tree["nodes"]] == [
+        (n["id"], n["verdict"]) for n in verify["nodes"]
+    ]
+    assert tree["nodes"][0]["verdict"] == "root"
+    (commit,) = events_of(events, "commit")
+    assert view["last_commit"]["tokens"] == commit["tokens"]
+    assert view["last_commit"]["accepted"] == commit["accepted"]
+    assert sum(n["verdict"] == "accepted" for n in tree["nodes"]) == commit["accepted"]
+
+
+def test_replacement_commits_the_targets_token_at_the_first_miss() -> None:
+    target = TinyModel(seed=1)
+    engine = Engine(
+        target,
+        TinyModel(seed=99, depth=1),  # unrelated: its guesses are almost always wrong
+        config=EngineConfig(draft_width=3),
+        clock=ManualClock(),
+    )
+    rid = engine.submit([5, 6, 7], max_tokens=10)
+    greedy = greedy_generate(target, [5, 6, 7], max_tokens=10).tokens
+    outcomes = []
+    done = 0
+    for events in rounds(engine):
+        for commit in events_of(events, "commit"):
+            outcomes.append(commit["outcome"])
+            assert commit["tokens"] == list(greedy[done : done + len(commit["tokens"])])
+            if commit["outcome"] == "replacement":
+                assert commit["verified"] > commit["accepted"]
+                assert commit["rolled_back_positions"] == commit["verified"] - commit["accepted"]
+            done += len(commit["tokens"])
+    assert "replacement" in outcomes
+    assert engine.result(rid).tokens == greedy
