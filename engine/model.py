@@ -229,6 +229,30 @@ class Stored:
         return array[self.index[rows], columns]
 
 
+@dataclass(frozen=True)
+class Joined:
+    """Stored rows followed by rows computed earlier in the same call (a chunked prefill's
+    growing context); positions stay contiguous across the join."""
+
+    first: Rows | Stored
+    second: Rows
+
+    def __len__(self) -> int:
+        return len(self.first) + len(self.second)
+
+    def columns(self, columns: slice, rows: np.ndarray | None = None) -> np.ndarray:
+        if rows is None:
+            return np.concatenate([self.first.columns(columns), self.second.columns(columns)])
+        split = len(self.first)
+        out = np.empty((len(rows), columns.stop - columns.start))
+        low = rows < split
+        if low.any():
+            out[low] = self.first.columns(columns, rows[low])
+        if (~low).any():
+            out[~low] = self.second.columns(columns, rows[~low] - split)
+        return out
+
+
 @dataclass
 class RowBatchItem:
     """One request's part of a batched `compute_rows` call.
@@ -240,7 +264,7 @@ class RowBatchItem:
     row is a tree node.
     """
 
-    context: Rows | Stored  # stored rows [0, encoder_length): their encoder side is read
+    context: Rows | Stored | Joined  # stored rows [0, encoder_length): encoder side is read
     local: Rows | Stored  # stored rows at `local_positions`: their local K/V are read
     local_positions: np.ndarray
     tokens: np.ndarray  # tokens of all new rows (replay rows included)
@@ -506,6 +530,64 @@ class TinyModel:
     def compute_rows(
         self, batch: list[RowBatchItem], context: BatchContext | None = None
     ) -> list[Rows]:
+        """Compute the new rows of every item; long prefill chains go chunk by chunk."""
+        long = [
+            i
+            for i, item in enumerate(batch)
+            if len(item.tokens) > PREFILL_CHUNK
+            and item.earlier is None
+            and np.array_equal(item.parents, np.arange(len(item.tokens)) - 1)
+        ]
+        if not long or context is not None:
+            return self._compute_rows(batch, context)
+        results: list[Rows | None] = [None] * len(batch)
+        rest = [i for i in range(len(batch)) if i not in long]
+        if rest:
+            for i, rows in zip(rest, self._compute_rows([batch[i] for i in rest])):
+                results[i] = rows
+        for i in long:
+            results[i] = self._compute_chunked(batch[i])
+        return results  # type: ignore[return-value]
+
+    def _compute_chunked(self, item: RowBatchItem) -> Rows:
+        """A long chain in chunks: each attends to the stored rows plus the chunks before it,
+        so memory stays O(chunk x context) instead of O(context^2)."""
+        done: list[Rows] = []
+        start = 0
+        total = len(item.tokens)
+        while start < total:
+            stop = min(total, start + PREFILL_CHUNK)
+            computed = Rows.concat(done) if done else Rows.empty(self.layout)
+            full_done = max(0, len(computed) - item.replay)  # full rows extend the context
+            context = (
+                item.context
+                if not full_done
+                else Joined(item.context, computed.take(slice(item.replay, None)))
+            )
+            if start == 0:
+                local, local_positions = item.local, item.local_positions
+            else:
+                reach = max(0, start - (self.window - 1))
+                local = computed.take(slice(reach, start))
+                local_positions = item.positions[reach:start]
+            chunk = RowBatchItem(
+                context=context,
+                local=local,
+                local_positions=local_positions,
+                tokens=item.tokens[start:stop],
+                positions=item.positions[start:stop],
+                parents=np.arange(stop - start) - 1,
+                replay=max(0, min(item.replay, stop) - start),
+                local_lower=item.local_lower,
+                consumer_from=item.consumer_from,
+            )
+            done.extend(self._compute_rows([chunk]))
+            start = stop
+        return Rows.concat(done)
+
+    def _compute_rows(
+        self, batch: list[RowBatchItem], context: BatchContext | None = None
+    ) -> list[Rows]:
         """Compute the new rows of every item in one vectorised, tree-masked pass.
 
         Each new row attends to the stored context plus its own ancestors (and itself) among
@@ -681,6 +763,7 @@ class TinyModel:
 
 
 _FAR = -(10**12)  # a position no window reaches
+PREFILL_CHUNK = 256  # rows per chunk of a long prefill
 
 
 def _bias(visible: np.ndarray) -> np.ndarray:
