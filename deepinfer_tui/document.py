@@ -208,15 +208,27 @@ def draft_tree(request: dict[str, Any]) -> RenderableType:
         branches[node["id"]] = parent.add(label)
     commit = request["last_commit"]
     if commit:
-        tree.add(
-            Text(
-                f"committed {_tokens(commit['tokens'])}: {commit['accepted']} accepted of "
-                f"{commit['verified']} verified, {commit['outcome']} token, rolled back "
-                f"{commit['rolled_back_positions']} positions",
-                "italic",
-            )
-        )
+        tree.add(Text(commit_summary(commit), "italic"))
     return tree
+
+
+def commit_summary(commit: dict[str, Any]) -> str:
+    tokens = _tokens(commit["tokens"])
+    if not commit["verified"]:
+        return f"committed {tokens}: the target's own next token (no draft verified)"
+    ending = {
+        "bonus": "then the target's bonus token",
+        "replacement": "then the target's replacement token",
+        "eos": "ending at the EOS token",
+    }.get(commit["outcome"], commit["outcome"])
+    line = (
+        f"committed {tokens}: {commit['accepted']} of {commit['verified']} verified drafts "
+        f"accepted, {ending}"
+    )
+    if commit["rolled_back_positions"]:
+        count = commit["rolled_back_positions"]
+        line += f"; rolled back {count} speculative position{'s' if count != 1 else ''}"
+    return line
 
 
 def request_section(request: dict[str, Any]) -> Panel:
