@@ -3,8 +3,8 @@
 Every command checks its input first; bad input is one line on stderr and exit status 2, never
 a traceback. `--json` prints one JSON object whose first key is "command"; shapes:
 
-demo      {command, scenario, stages[{index, ticks[first,last]|null, clock, notes[], restores[],
-           results[], speculation{verified, accepted, rejected, rolled_back_positions},
+demo      {command, scenario, scope, stages[{index, ticks[first,last]|null, clock, notes[],
+           restores[], results[], speculation{verified, accepted, rejected, rolled_back_positions},
            rollbacks[], preemptions, expired, evictions, events?[]}], check, metrics}
 generate  {command, seed, config, models, results[{id, prompt, tokens, finish_reason, error,
            accepted, proposed}], metrics, check|null, events?[]}
