@@ -106,11 +106,25 @@ class Session:
         return removed
 
     def submit(self, prompt: list[int], max_tokens: int = 8, eos_id: int | None = None) -> str:
-        request_id = self.engine.submit(prompt, max_tokens=max_tokens, eos_id=eos_id)
+        request_id = self.engine.submit(
+            prompt, max_tokens=max_tokens, eos_id=eos_id, request_id=self._free_id()
+        )
         self.operations.append(
             {"op": "submit", "prompt": list(prompt), "max_tokens": max_tokens, "eos_id": eos_id}
         )
         return request_id
+
+    def _free_id(self) -> str:
+        """The next request-N id that neither the engine nor a future scenario event uses."""
+        reserved = {
+            event.submit["id"]
+            for event in self.pending_events
+            if event.submit is not None and event.submit.get("id") is not None
+        }
+        number = len(self.engine.requests) + 1
+        while f"request-{number}" in self.engine.requests or f"request-{number}" in reserved:
+            number += 1
+        return f"request-{number}"
 
     def advance_clock(self, seconds: float | None = None) -> float:
         """Move the clock forward: by `seconds`, or just past the next cache expiry."""

@@ -1,0 +1,61 @@
+"""Session: the Textual-free core the app and the CLI act through."""
+
+import pytest
+
+from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.session import Session
+from engine import greedy_generate
+
+
+def test_user_submit_never_takes_an_id_a_scenario_event_will_use() -> None:
+    session = Session(default_scenario())
+    session.step()
+    session.step()
+    added = session.submit([1, 2, 3], 4)
+    session.run()
+    scenario_ids = {e.submit["id"] for e in session.scenario.events if e.submit}
+    assert added not in scenario_ids
+    assert scenario_ids | {added} == set(session.engine.requests)
+    result = session.engine.result(added)
+    assert result.tokens == greedy_generate(session.engine.target, [1, 2, 3], max_tokens=4).tokens
+
+
+def test_undo_rewinds_scenario_events_and_clock_with_the_engine() -> None:
+    session = Session(default_scenario())
+    while session.engine.tick < 4:
+        session.step()
+    before = (session.next_event, session.clock.now, session.engine.snapshot())
+    events = session.step()
+    session.undo()
+    assert (session.next_event, session.clock.now, session.engine.snapshot()) == before
+    assert session.step() == events
+
+
+def test_replaying_the_operations_log_reproduces_the_session() -> None:
+    session = Session(default_scenario())
+    session.step()
+    session.advance_clock(0.5)
+    session.step()
+    session.rollback("request-1", 1)
+    session.step()
+    session.undo()
+    session.cancel("request-2")
+    session.run()
+    again = Session(default_scenario())
+    for operation in session.operations:
+        again.apply(operation)
+    assert again.engine.trace == session.engine.trace
+    assert again.engine.snapshot() == session.engine.snapshot()
+
+
+def test_bad_operations_raise_and_change_nothing() -> None:
+    session = Session(default_scenario())
+    session.step()
+    before = session.engine.snapshot()
+    with pytest.raises(ValueError, match="forward"):
+        session.advance_clock(-1)
+    with pytest.raises(KeyError, match="nope"):
+        session.cancel("nope")
+    with pytest.raises(ValueError, match="unknown operation"):
+        session.apply({"op": "explode"})
+    assert session.engine.snapshot() == before
