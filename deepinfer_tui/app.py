@@ -1,0 +1,509 @@
+"""The debugger app: wires the panes to a Session (or a read-only replay).
+
+Flow: an action mutates the session -> `refresh_view()` builds one immutable `View`
+(snapshot + log) -> every pane renders from it. Widgets never touch the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from textual import events, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.command import CommandPalette
+from textual.containers import Grid
+from textual.timer import Timer
+from textual.widgets import DataTable
+from textual.worker import Worker, WorkerState
+
+from engine import Engine
+
+from .commands import DebuggerCommands, PaletteAction
+from .screens.add_request import AddRequestScreen
+from .screens.help import HelpScreen, KeyHelp
+from .screens.rollback import RollbackScreen
+from .session import Session
+from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTable, StatusBar
+from .widgets.footer import KeyFooter
+from .widgets.view import View
+
+DEFAULT_EXPORT_DIR = Path("deepinfer-exports")
+
+
+class ReplayFrame(Protocol):
+    snapshot: Mapping[str, Any]
+    log: Sequence[Mapping[str, Any]]
+    label: str
+
+
+class ReplayLike(Protocol):
+    """What the app needs from `deepinfer_tui.replay.Replay` (read-only stepping)."""
+
+    frames: Sequence[ReplayFrame]
+    position: int
+    divergence: str | None
+
+    @property
+    def current(self) -> ReplayFrame: ...
+
+    def forward(self) -> bool: ...
+
+    def back(self) -> bool: ...
+
+
+# Actions that change the session; all are off in replay mode and while an export runs.
+MUTATING = frozenset(
+    {
+        "step",
+        "toggle_run",
+        "cancel_request",
+        "rollback",
+        "rollback_many",
+        "undo",
+        "add_request",
+        "advance_clock",
+    }
+)
+REPLAY_ONLY = frozenset({"frame_forward", "frame_back"})
+DEBUGGER_ACTIONS = MUTATING | REPLAY_ONLY | {"filter_log", "export", "save_screen", "guide"}
+# Keys the footer drops on narrow terminals (help and the palette still list them).
+MINOR_ACTIONS = frozenset({"filter_log", "export", "guide"})
+NARROW_BELOW = 110  # columns
+ENGINE_ERRORS = (ValueError, KeyError, RuntimeError)
+
+
+def _key_label(keys: str) -> str:
+    names = {"question_mark": "?", "backspace": "⌫"}
+    return " ".join(names.get(k.strip(), k.strip()) for k in keys.split(","))
+
+
+def _message(error: BaseException) -> str:
+    # KeyError's str() wraps its message in quotes; show the message itself.
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])
+    return str(error) or type(error).__name__
+
+
+class DebuggerApp(App[None]):
+    """Step, cancel, roll back and inspect a live engine session (or replay a saved one)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "deepinfer-tui"
+    COMMANDS: ClassVar = App.COMMANDS | {DebuggerCommands}
+    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (NARROW_BELOW, "-medium"), (150, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar = [(0, "-short"), (32, "-tall")]
+    AUTO_RUN_INTERVAL = 0.25  # seconds between auto-stepped rounds: slow enough to watch
+    AUTO_RUN_LIMIT = 500  # rounds per `r` press, so a runaway scenario cannot spin forever
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space,n", "step", "step", tooltip="Run one engine round", id="step"),
+        Binding(
+            "space,n", "frame_forward", "next", tooltip="Replay: next frame", id="frame_forward"
+        ),
+        Binding(
+            "u,backspace",
+            "frame_back",
+            "back",
+            tooltip="Replay: previous frame",
+            id="frame_back",
+        ),
+        Binding("r", "toggle_run", "run", tooltip="Run / pause auto-stepping", id="toggle_run"),
+        Binding(
+            "c",
+            "cancel_request",
+            "cancel",
+            tooltip="Cancel the selected request",
+            id="cancel_request",
+        ),
+        Binding(
+            "b",
+            "rollback",
+            "rollback",
+            tooltip="Roll the selected request back 1 token",
+            id="rollback",
+        ),
+        Binding(
+            "B",
+            "rollback_many",
+            "rollback N",
+            tooltip="Roll the selected request back N tokens (asks N)",
+            id="rollback_many",
+            show=False,
+        ),
+        Binding("u", "undo", "undo", tooltip="Undo the last round", id="undo"),
+        Binding("a", "add_request", "add", tooltip="Add a request (asks tokens)", id="add_request"),
+        Binding(
+            "t",
+            "advance_clock",
+            "clock",
+            tooltip="Advance the clock past the next expiry",
+            id="advance_clock",
+        ),
+        Binding(
+            "f",
+            "filter_log",
+            "filter",
+            tooltip="Log: only the selected request / all",
+            id="filter_log",
+        ),
+        Binding("e", "export", "export", tooltip="Export a trace snapshot (files)", id="export"),
+        Binding(
+            "ctrl+s",
+            "save_screen",
+            "screenshot",
+            tooltip="Save this screen as an SVG",
+            id="save_screen",
+            show=False,
+        ),
+        Binding("g", "guide", "guide", tooltip="Open the guide chapters", id="guide"),
+        Binding("question_mark,f1", "help", "help", tooltip="Keys, panes and legend", id="help"),
+        Binding("q", "quit", "quit", tooltip="Quit", id="quit"),
+    ]
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        export_dir: Path | None = None,
+        replay: object | None = None,
+    ) -> None:
+        super().__init__()
+        self._session = session
+        self.export_dir = Path(export_dir) if export_dir is not None else DEFAULT_EXPORT_DIR
+        self.replay: ReplayLike | None = replay  # type: ignore[assignment]
+        self.selected_id: str | None = None
+        self.filter_log = False
+        self._auto_timer: Timer | None = None
+        self._auto_steps = 0
+        self._exporting = False
+        self._binding_states: tuple[bool | None, ...] = ()
+        self.view: View = self._build_view()
+
+    # -- what the app debugs ------------------------------------------------------------------
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    @property
+    def engine(self) -> Engine:
+        return self._session.engine
+
+    @property
+    def auto_running(self) -> bool:
+        return self._auto_timer is not None
+
+    # -- layout -------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        with Grid(id="panes"):
+            yield RequestTable(id="requests")
+            yield BlockMap(id="blocks")
+            yield DraftTree(id="tree")
+            yield CommitLog(id="log")
+        yield KeyFooter(MINOR_ACTIONS, id="footer")
+
+    def on_resize(self, event: events.Resize) -> None:
+        footer = self.query_one(KeyFooter)
+        footer.show_command_palette = event.size.width >= NARROW_BELOW
+
+    def on_mount(self) -> None:
+        table = self.query_one(RequestTable)
+        table.border_title = "Requests"
+        if self.replay is not None:
+            self.sub_title = "replay (read-only)"
+        self.refresh_view()
+        table.focus()
+
+    # -- the one refresh path -----------------------------------------------------------------
+
+    def _build_view(self) -> View:
+        if self.replay is not None:
+            frame = self.replay.current
+            position = ReplayPosition(
+                index=self.replay.position,
+                count=len(self.replay.frames),
+                label=frame.label,
+                divergence=getattr(self.replay, "divergence", None),
+            )
+            return View(frame.snapshot, frame.log, replay=position)
+        return View(self._session.snapshot(), self._session.log(), auto_running=self.auto_running)
+
+    def refresh_view(self) -> None:
+        """Rebuild the view from the session/replay and let every pane render it."""
+        self.view = self._build_view()
+        table = self.query_one(RequestTable)
+        table.show(self.view)
+        self.selected_id = table.selected_id
+        self.query_one(StatusBar).show(self.view)
+        self._show_selection()
+        self._refresh_bindings_if_changed()
+
+    def _show_selection(self) -> None:
+        self.query_one(BlockMap).show(self.view, self.selected_id)
+        self.query_one(DraftTree).show(self.view, self.selected_id)
+        self.query_one(CommitLog).show(self.view, self.selected_id if self.filter_log else None)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id != "requests":
+            return
+        selected = event.row_key.value
+        if selected != self.selected_id:
+            self.selected_id = selected
+            self._show_selection()
+            self._refresh_bindings_if_changed()
+
+    # -- availability (greys out Footer keys; also guards the palette) ------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in DEBUGGER_ACTIONS and self._covered():
+            return False  # another screen (guide, dialog) owns the keys until it closes
+        return self._availability(action)
+
+    def _covered(self) -> bool:
+        """True while a screen other than the debugger (or the command palette) is on top."""
+        return len(self.screen_stack) > 1 and not isinstance(self.screen, CommandPalette)
+
+    def _availability(self, action: str) -> bool | None:
+        """True: can act; None: could, but not now (dimmed); False: not in this mode."""
+        if action in REPLAY_ONLY:
+            if self.replay is None:
+                return False
+            if action == "frame_forward":
+                return True if self.replay.position < len(self.replay.frames) - 1 else None
+            return True if self.replay.position > 0 else None
+        if action in MUTATING:
+            if self.replay is not None:
+                return False
+            if self._exporting:
+                return None
+            return True if self._can(action) else None
+        if action == "export":
+            return None if self._exporting else True
+        if action == "filter_log":
+            return True if (self.selected_id is not None or self.filter_log) else None
+        return True
+
+    def _can(self, action: str) -> bool:
+        request = self.view.request(self.selected_id)
+        if action == "step":
+            return self._session.can_step()
+        if action == "toggle_run":
+            return self.auto_running or self._session.can_step()
+        if action == "cancel_request":
+            return bool(request and request.get("can_cancel"))
+        if action in ("rollback", "rollback_many"):
+            return bool(request and request.get("can_rollback"))
+        if action == "undo":
+            return self._session.can_undo()
+        return True
+
+    def _refresh_bindings_if_changed(self) -> None:
+        # The footer recomposes on every refresh_bindings(); skip it when nothing changed.
+        states = tuple(self.check_action(action, ()) for action in sorted(DEBUGGER_ACTIONS))
+        if states != self._binding_states:
+            self._binding_states = states
+            self.refresh_bindings()
+
+    def action_available(self, action: str) -> bool:
+        return bool(self._availability(action))
+
+    # -- live actions (the only code that mutates the session) --------------------------------
+
+    def _mutate(self, operation: Callable[[], object]) -> bool:
+        """Run one session operation; an engine refusal becomes a notification."""
+        try:
+            operation()
+        except ENGINE_ERRORS as error:
+            self.notify(_message(error), title="Not done", severity="error")
+            self.refresh_view()
+            return False
+        self.refresh_view()
+        return True
+
+    def action_step(self) -> None:
+        self._mutate(self._session.step)
+
+    def action_undo(self) -> None:
+        self._mutate(self._session.undo)
+
+    def action_advance_clock(self) -> None:
+        self._mutate(self._session.advance_clock)
+
+    def action_cancel_request(self) -> None:
+        request_id = self.selected_id
+        if request_id is not None:
+            self._mutate(lambda: self._session.cancel(request_id))
+
+    def action_rollback(self) -> None:
+        request_id = self.selected_id
+        if request_id is not None:
+            self._mutate(lambda: self._session.rollback(request_id, 1))
+
+    def action_rollback_many(self) -> None:
+        request = self.view.request(self.selected_id)
+        if request is None:
+            return
+        request_id = str(request["id"])
+
+        def roll_back(count: int) -> list[int]:
+            removed = self._session.rollback(request_id, count)
+            self.refresh_view()
+            return removed
+
+        self.push_screen(RollbackScreen(request_id, len(request["generated"]), roll_back))
+
+    def action_add_request(self) -> None:
+        def submit(prompt: list[int], max_tokens: int, eos_id: int | None) -> str:
+            request_id = self._session.submit(prompt, max_tokens, eos_id)
+            self.refresh_view()
+            return request_id
+
+        def select(request_id: str | None) -> None:
+            if request_id is not None:
+                self.query_one(RequestTable).select(request_id)
+
+        vocab = self.view.snapshot.get("models", {}).get("target", {}).get("vocab_size", 0)
+        self.push_screen(AddRequestScreen(submit, int(vocab)), select)
+
+    def action_toggle_run(self) -> None:
+        if self._auto_timer is not None:
+            self._stop_auto_run()
+        else:
+            self._auto_steps = 0
+            self._auto_timer = self.set_interval(self.AUTO_RUN_INTERVAL, self._auto_step)
+        self.refresh_view()
+
+    def _stop_auto_run(self) -> None:
+        if self._auto_timer is not None:
+            self._auto_timer.stop()
+            self._auto_timer = None
+
+    def _auto_step(self) -> None:
+        if self._exporting or len(self.screen_stack) > 1:
+            return  # paused while a dialog is open or an export reads the session
+        if not self._session.can_step() or self._auto_steps >= self.AUTO_RUN_LIMIT:
+            self._stop_auto_run()
+            self.refresh_view()
+            return
+        self._auto_steps += 1
+        if not self._mutate(self._session.step):
+            self._stop_auto_run()
+            self.refresh_view()
+
+    # -- replay actions -----------------------------------------------------------------------
+
+    def action_frame_forward(self) -> None:
+        if self.replay is not None and self.replay.forward():
+            self.refresh_view()
+
+    def action_frame_back(self) -> None:
+        if self.replay is not None and self.replay.back():
+            self.refresh_view()
+
+    # -- views and files ----------------------------------------------------------------------
+
+    def action_filter_log(self) -> None:
+        self.filter_log = not self.filter_log
+        self._show_selection()
+        self._refresh_bindings_if_changed()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.key_help()))
+
+    def action_guide(self) -> None:
+        try:
+            from .screens.guide import GuideScreen
+        except ImportError as error:
+            self.notify(f"The guide is not available: {error}", severity="warning")
+            return
+        self.push_screen(GuideScreen())
+
+    def action_export(self) -> None:
+        self._exporting = True
+        self._refresh_bindings_if_changed()
+        self._export(self.export_dir)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, name="export", group="export")
+    def _export(self, directory: Path) -> list[Path]:
+        # Imported here: the export module is optional for the interactive app.
+        from .export import export_all
+
+        return export_all(self._session, directory)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.name != "export" or not event.worker.is_finished:
+            return
+        self._exporting = False
+        if event.state == WorkerState.SUCCESS:
+            paths = event.worker.result or []
+            listing = "\n".join(str(p) for p in paths)
+            self.notify(f"Wrote {len(paths)} file(s):\n{listing}", title="Exported")
+        elif event.state == WorkerState.ERROR:
+            error = event.worker.error
+            reason = _message(error) if error is not None else "unknown error"
+            self.notify(f"Export failed: {reason}", title="Export", severity="error")
+        self._refresh_bindings_if_changed()
+
+    def action_save_screen(self) -> None:
+        snapshot = self.view.snapshot
+        scenario = snapshot.get("session", {}).get("scenario", "session")
+        name = f"{scenario}-tick{self.view.tick:04d}-screen.svg"
+        target = self.export_dir / name
+        temporary = target.with_name(f".{name}.tmp")
+        try:
+            svg = self.export_screenshot(
+                title=f"deepinfer-tui · {scenario} · tick {self.view.tick}"
+            )
+            self.export_dir.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(svg, encoding="utf-8")
+            temporary.replace(target)
+        except OSError as error:
+            temporary.unlink(missing_ok=True)
+            self.notify(f"Screenshot failed: {error}", severity="error")
+            return
+        self.notify(f"Screenshot saved: {target}", title="Screenshot")
+
+    # -- help and command palette -------------------------------------------------------------
+
+    def _described_bindings(self) -> list[Binding]:
+        return [b for b in self.BINDINGS if isinstance(b, Binding) and b.description]
+
+    def key_help(self) -> list[KeyHelp]:
+        rows = []
+        for binding in self._described_bindings():
+            if binding.action in REPLAY_ONLY and self.replay is None:
+                continue
+            if binding.action in MUTATING and self.replay is not None:
+                continue
+            rows.append(KeyHelp(_key_label(binding.key), binding.description, binding.tooltip))
+        rows.append(KeyHelp("ctrl+p", "palette", "Every action, searchable"))
+        rows.append(KeyHelp("↑ ↓", "select", "Move the request cursor (tab moves between panes)"))
+        return rows
+
+    def palette_actions(self) -> list[PaletteAction]:
+        entries = []
+        for binding in self._described_bindings():
+            if self._availability(binding.action) is False:
+                continue  # not part of this mode at all (live vs replay)
+            entries.append(
+                PaletteAction(
+                    binding.action,
+                    binding.tooltip or binding.description,
+                    _key_label(binding.key),
+                    binding.description,
+                )
+            )
+        return entries
+
+    def run_palette_action(self, action: str) -> None:
+        # Deferred: the palette is still closing when its command is called.
+        self.call_later(self._run_palette_action, action)
+
+    async def _run_palette_action(self, action: str) -> None:
+        if not await self.run_action(action):
+            self.notify(f"'{action}' cannot act right now", severity="warning")

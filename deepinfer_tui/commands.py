@@ -1,0 +1,72 @@
+"""Command palette (ctrl+p): every debugger action, searchable, with its key and whether it can
+act right now."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+
+@dataclass(frozen=True)
+class PaletteAction:
+    action: str
+    title: str
+    keys: str
+    detail: str
+
+
+class PaletteHost(Protocol):
+    """What the provider needs from the app (kept narrow so this module stays decoupled)."""
+
+    def palette_actions(self) -> Sequence[PaletteAction]: ...
+
+    def action_available(self, action: str) -> bool: ...
+
+    def run_palette_action(self, action: str) -> None: ...
+
+
+class DebuggerCommands(Provider):
+    """Lists the app's actions; unavailable ones say so and explain instead of acting."""
+
+    def _host(self) -> PaletteHost | None:
+        app = self.app
+        if hasattr(app, "palette_actions") and hasattr(app, "run_palette_action"):
+            return app  # type: ignore[return-value]
+        return None
+
+    def _entries(self) -> list[tuple[str, str, PaletteAction]]:
+        host = self._host()
+        if host is None:
+            return []
+        entries = []
+        for entry in host.palette_actions():
+            state = "" if host.action_available(entry.action) else " (not available now)"
+            text = f"{entry.title} [{entry.keys}]{state}"
+            entries.append((text, entry.detail, entry))
+        return entries
+
+    async def discover(self) -> Hits:
+        host = self._host()
+        if host is None:
+            return
+        for text, detail, entry in self._entries():
+            yield DiscoveryHit(text, partial(host.run_palette_action, entry.action), help=detail)
+
+    async def search(self, query: str) -> Hits:
+        host = self._host()
+        if host is None:
+            return
+        matcher = self.matcher(query)
+        for text, detail, entry in self._entries():
+            score = max(matcher.match(text), matcher.match(detail) * 0.5)
+            if score > 0:
+                yield Hit(
+                    score,
+                    matcher.highlight(text),
+                    partial(host.run_palette_action, entry.action),
+                    help=detail,
+                )

@@ -1,0 +1,78 @@
+"""The add-request form: prompt token ids, max tokens and an optional EOS id."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+from .parsing import parse_int, parse_optional_int, parse_tokens
+
+# Called with (prompt, max_tokens, eos_id); returns the new request id or raises ValueError.
+Submit = Callable[[list[int], int, int | None], str]
+
+
+class AddRequestScreen(ModalScreen[str | None]):
+    """Dismisses with the new request's id, or None when cancelled.
+
+    The submission happens through the callback while the form is open, so an engine refusal
+    (token out of vocabulary, pool too small) is shown here and nothing changes.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, submit: Submit, vocab_size: int) -> None:
+        super().__init__()
+        self._submit = submit
+        self._vocab_size = vocab_size
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="form", classes="dialog") as form:
+            form.border_title = "Add a request"
+            yield Static(f"Token ids in [0, {self._vocab_size}), separated by commas or spaces.")
+            yield Label("Prompt")
+            yield Input(placeholder="1,2,3", id="prompt")
+            yield Label("Max new tokens")
+            yield Input(value="8", id="max-tokens")
+            yield Label("EOS token id (optional)")
+            yield Input(placeholder="none", id="eos")
+            yield Static("", id="form-error", classes="form-error")
+            with Horizontal(classes="buttons"):
+                yield Button("Add", variant="primary", id="add")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#prompt", Input).focus()
+
+    @property
+    def error(self) -> str:
+        return str(self.query_one("#form-error", Static).content)
+
+    def _show_error(self, message: str) -> None:
+        self.query_one("#form-error", Static).update(f"✗ {message}")
+        self.app.bell()
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#add")
+    def _add(self) -> None:
+        try:
+            prompt = parse_tokens(self.query_one("#prompt", Input).value)
+            max_tokens = parse_int(
+                self.query_one("#max-tokens", Input).value, "max new tokens", minimum=0
+            )
+            eos_id = parse_optional_int(self.query_one("#eos", Input).value, "EOS token id")
+            request_id = self._submit(prompt, max_tokens, eos_id)
+        except (ValueError, KeyError) as error:
+            self._show_error(str(error))
+            return
+        self.dismiss(request_id)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

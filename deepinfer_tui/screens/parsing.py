@@ -1,0 +1,30 @@
+"""Parsing what people type into the forms; each failure is a ValueError naming the problem."""
+
+from __future__ import annotations
+
+import re
+
+_SEPARATORS = re.compile(r"[,\s]+")
+
+
+def parse_int(text: str, what: str, *, minimum: int | None = None) -> int:
+    cleaned = text.strip()
+    try:
+        value = int(cleaned)
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number, got {cleaned!r}") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+def parse_tokens(text: str) -> list[int]:
+    """Token ids separated by commas and/or spaces, e.g. `1,2,3` or `1 2 3`."""
+    parts = [part for part in _SEPARATORS.split(text.strip()) if part]
+    if not parts:
+        raise ValueError("the prompt needs at least one token id, e.g. 1,2,3")
+    return [parse_int(part, f"token {index + 1}") for index, part in enumerate(parts)]
+
+
+def parse_optional_int(text: str, what: str) -> int | None:
+    return None if not text.strip() else parse_int(text, what)

@@ -1,0 +1,64 @@
+"""The roll-back-by-N form for the selected request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+from .parsing import parse_int
+
+# Called with the token count; returns the removed tokens or raises ValueError/KeyError.
+Rollback = Callable[[int], list[int]]
+
+
+class RollbackScreen(ModalScreen[list[int] | None]):
+    """Dismisses with the removed tokens, or None when cancelled."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, request_id: str, generated: int, rollback: Rollback) -> None:
+        super().__init__()
+        self._request_id = request_id
+        self._generated = generated
+        self._rollback = rollback
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="form", classes="dialog") as form:
+            form.border_title = f"Roll back {self._request_id}"
+            yield Static(
+                f"Remove how many generated tokens? It has {self._generated}; "
+                "larger counts stop at zero."
+            )
+            yield Input(value="1", id="count")
+            yield Static("", id="form-error", classes="form-error")
+            with Horizontal(classes="buttons"):
+                yield Button("Roll back", variant="warning", id="rollback")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        count = self.query_one("#count", Input)
+        count.focus()
+        count.select_all()
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#rollback")
+    def _roll_back(self) -> None:
+        try:
+            count = parse_int(self.query_one("#count", Input).value, "the count", minimum=1)
+            removed = self._rollback(count)
+        except (ValueError, KeyError) as error:
+            self.query_one("#form-error", Static).update(f"✗ {error}")
+            self.app.bell()
+            return
+        self.dismiss(removed)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,20 @@
+"""The debugger's panes; each renders from a `View` and never touches the engine."""
+
+from .blocks import BlockMap
+from .commit_log import CommitLog
+from .draft_tree import DraftTree
+from .legend import Legend
+from .requests import RequestTable
+from .status import StatusBar
+from .view import ReplayPosition, View
+
+__all__ = [
+    "BlockMap",
+    "CommitLog",
+    "DraftTree",
+    "Legend",
+    "ReplayPosition",
+    "RequestTable",
+    "StatusBar",
+    "View",
+]

@@ -1,0 +1,139 @@
+"""The selected request's last draft tree: what was proposed, verified, accepted, rejected."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from .legend import VERDICT_MARKS
+from .view import RequestView, View
+
+Node = Mapping[str, Any]
+
+
+def _probability(value: float) -> str:
+    # "p.42" reads faster than "p=0.42" in a narrow pane; 1.0 stays "p1.00".
+    return f"p{value:.2f}".replace("p0.", "p.")
+
+
+def node_label(node: Node) -> Text:
+    verdict = node["verdict"]
+    mark = VERDICT_MARKS.get(verdict, VERDICT_MARKS["unverified"])
+    text = Text()
+    text.append(f"{mark.symbol} ", style=mark.style)
+    text.append(f"{node['token']}", style="bold" if verdict != "unverified" else mark.style)
+    text.append(f" {_probability(node['prob'])}", style="bright_black")
+    if verdict == "rejected" and node.get("target_token") is not None:
+        text.append(" target ", style=mark.style)
+        text.append(f"{node['target_token']}", style="bold")
+    elif verdict == "unverified":
+        text.append(" unverified", style=mark.style)
+    return text
+
+
+def root_label(request: RequestView, tree: Mapping[str, Any], tick: int) -> Text:
+    root = tree["nodes"][0]
+    mark = VERDICT_MARKS["root"]
+    text = Text()
+    text.append(f"{mark.symbol} {root['token']}", style=mark.style)
+    text.append(" pending")
+    commit = request.get("last_commit")
+    if commit and commit.get("round") == tree["round"]:
+        tokens = " ".join(str(t) for t in commit["tokens"])
+        text.append(f" → [{tokens}]", style="bold")
+    if tree["round"] != tick:
+        text.append(f" (round {tree['round']}, now tick {tick})", style="bright_black")
+    return text
+
+
+def extra_token(request: RequestView, tree: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The token the target added after the accepted path (bonus / replacement / eos)."""
+    commit = request.get("last_commit")
+    if not commit or commit.get("round") != tree["round"]:
+        return None
+    tokens: Sequence[int] = commit["tokens"]
+    accepted = int(commit["accepted"])
+    if len(tokens) <= accepted:
+        return None  # max_tokens cut the round short
+    return tokens[accepted], str(commit["outcome"])
+
+
+class DraftTree(Tree[int]):
+    """A read-only Tree; space is left to the app (step), so the node toggle is not bound."""
+
+    inherit_bindings = False
+    BINDINGS: ClassVar[list[BindingType]] = [
+        b for b in Tree.BINDINGS if isinstance(b, Binding) and b.key != "space"
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("no draft round yet", **kwargs)
+        self.show_root = True
+        self.guide_depth = 3
+        self._signature: tuple[Any, ...] | None = None
+
+    def show(self, view: View, request_id: str | None) -> None:
+        request = view.request(request_id)
+        tree = request.get("tree") if request else None
+        commit = request.get("last_commit") if request else None
+        signature = (request_id, view.tick, repr(tree), repr(commit))
+        if signature == self._signature:
+            return  # unchanged: keep the user's cursor and scroll position
+        self._signature = signature
+        self.clear()
+        if request is None:
+            self.root.set_label(Text("no request selected", style="italic"))
+            self.border_title = "Draft tree"
+            return
+        self.border_title = f"Draft tree · {request['id']}"
+        if not tree:
+            why = (
+                "greedy: no draft model"
+                if view.snapshot.get("models", {}).get("draft") is None
+                else "no draft round yet"
+            )
+            self.root.set_label(Text(f"{request['id']}: {why}", style="italic"))
+            return
+        self.border_title = f"Draft tree · {request['id']} · round {tree['round']}"
+        self._populate(request, tree, view.tick)
+
+    def _populate(self, request: RequestView, tree: Mapping[str, Any], tick: int) -> None:
+        nodes: Sequence[Node] = tree["nodes"]
+        self.root.set_label(root_label(request, tree, tick))
+        self.root.data = nodes[0]["id"]
+        children: dict[int, list[Node]] = {}
+        for node in nodes[1:]:
+            children.setdefault(int(node["parent"]), []).append(node)
+        # The accepted path ends where the target's extra token hangs.
+        path_end = int(nodes[0]["id"])
+        while True:
+            accepted = [n for n in children.get(path_end, []) if n["verdict"] == "accepted"]
+            if not accepted:
+                break
+            path_end = int(accepted[0]["id"])
+        extra = extra_token(request, tree)
+
+        def grow(parent: TreeNode[int], node_id: int) -> None:
+            for child in children.get(node_id, []):
+                kids = children.get(int(child["id"]))
+                has_extra = extra is not None and int(child["id"]) == path_end
+                label = node_label(child)
+                if kids or has_extra:
+                    branch = parent.add(label, data=int(child["id"]), expand=True)
+                    grow(branch, int(child["id"]))
+                else:
+                    parent.add_leaf(label, data=int(child["id"]))
+            if extra is not None and node_id == path_end:
+                token, outcome = extra
+                mark = VERDICT_MARKS["extra"]
+                label = Text(f"{mark.symbol} {token} {outcome}", style=mark.style)
+                label.append(" (target)", style="bright_black")
+                parent.add_leaf(label)
+
+        grow(self.root, int(nodes[0]["id"]))
+        self.root.expand()

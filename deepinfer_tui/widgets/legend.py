@@ -1,0 +1,107 @@
+"""Symbols and colours, defined once: panes draw with them, the legend and help explain them.
+
+Every colour is paired with a symbol or a word, so the screen reads the same with NO_COLOR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+
+@dataclass(frozen=True)
+class Mark:
+    symbol: str
+    style: str
+    meaning: str
+
+
+BLOCK_MARKS: dict[str, Mark] = {
+    "committed": Mark("█", "green", "committed: held by one request"),
+    "shared": Mark("▓", "cyan", "shared: refcount > 1 (requests and/or cache)"),
+    "cached": Mark("▒", "magenta", "cached: held only by the prefix cache"),
+    "retained": Mark("░", "yellow", "retained: kept for undo history"),
+    "dropped": Mark("×", "bold red", "dropped: speculative rows freed this round"),
+    "free": Mark("·", "bright_black", "free"),
+}
+
+STATUS_MARKS: dict[str, Mark] = {
+    "queued": Mark("◌", "yellow", "queued: waiting for a round"),
+    "running": Mark("▶", "bold green", "running: admitted, has KV blocks"),
+    "length": Mark("✓", "blue", "finished: reached max tokens"),
+    "stop": Mark("✓", "blue", "finished: produced its EOS token"),
+    "cancelled": Mark("✗", "red", "finished: cancelled"),
+    "error": Mark("!", "bold red", "finished: failed with an error"),
+}
+
+CACHE_MARKS: dict[str, Mark] = {
+    "hot": Mark("hot", "bright_red", "hot: complete cursor reused, no model rows"),
+    "warm": Mark("warm", "yellow", "warm: encoder prefix reused, consumers replayed"),
+    "cold": Mark("cold", "cyan", "cold: nothing cached, full prefill"),
+}
+
+VERDICT_MARKS: dict[str, Mark] = {
+    "root": Mark("●", "bold", "root: the pending token the round started from"),
+    "accepted": Mark("✓", "bold green", "accepted: target agreed, committed"),
+    "rejected": Mark("✗", "red", "rejected: target chose another token (shown)"),
+    "unverified": Mark("?", "bright_black", "unverified: outside this round's budget"),
+    "extra": Mark("+", "bold cyan", "bonus / replacement token from the target"),
+}
+
+SLOT_MARKS: dict[str, Mark] = {
+    "window": Mark("‹n›", "underline", "slot inside the local attention window"),
+    "rolled_back": Mark("×", "red", "speculative slot rolled back this round"),
+    "empty": Mark("·", "bright_black", "empty slot (not yet computed)"),
+}
+
+
+def status_mark(request: Mapping[str, Any]) -> Mark:
+    """The mark for a request view: its status, or its finish reason once finished."""
+    status = request.get("status")
+    if status == "finished":
+        reason = request.get("finish_reason") or "length"
+        return STATUS_MARKS.get(reason, STATUS_MARKS["length"])
+    return STATUS_MARKS.get(str(status), STATUS_MARKS["queued"])
+
+
+def pool_legend() -> Text:
+    """One wrapped line explaining the whole-pool strip."""
+    text = Text()
+    for name, mark in BLOCK_MARKS.items():
+        if text:
+            text.append("  ")
+        text.append(mark.symbol, style=mark.style)
+        text.append(f" {name}")
+    text.append("  ‹n› window", style="underline")
+    return text
+
+
+def full_legend() -> Text:
+    """Every symbol group with its meaning (help screen)."""
+    text = Text()
+    groups = (
+        ("Requests", STATUS_MARKS),
+        ("Cache path", CACHE_MARKS),
+        ("KV blocks", BLOCK_MARKS),
+        ("Block slots", SLOT_MARKS),
+        ("Draft tree", VERDICT_MARKS),
+    )
+    for title, marks in groups:
+        text.append(f"{title}\n", style="bold underline")
+        for mark in marks.values():
+            text.append(f"  {mark.symbol:>4}  ", style=mark.style)
+            text.append(f"{mark.meaning}\n")
+        text.append("\n")
+    text.rstrip()
+    return text
+
+
+class Legend(Static):
+    """The compact pool legend shown under the block map."""
+
+    def on_mount(self) -> None:
+        self.update(pool_legend())

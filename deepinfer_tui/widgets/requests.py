@@ -1,0 +1,116 @@
+"""The request table: one row per request, updated cell by cell (never rebuilt).
+
+The cursor row is the selection the other panes follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import suppress
+from typing import Any
+
+from rich.cells import cell_len
+from rich.text import Text
+from textual.widgets import DataTable
+from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
+
+from .legend import CACHE_MARKS, status_mark
+from .view import View
+
+# (key, header) in display order.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "request"),
+    ("state", "state"),
+    ("cache", "cache"),
+    ("tokens", "out/max"),
+    ("drafts", "acc/prop"),
+    ("blocks", "blk"),
+    ("finish", "finish"),
+)
+
+Cell = tuple[str, str]  # (text, style): compared to skip cells that did not change
+
+
+def request_cells(request: Mapping[str, Any]) -> tuple[Cell, ...]:
+    mark = status_mark(request)
+    status = request["status"]
+    state = f"{mark.symbol} {status}"
+    if request.get("preemptions"):
+        state += f" ↺{request['preemptions']}"
+    restore = request.get("restore")
+    if restore is None:
+        cache: Cell = ("—", "bright_black")
+    else:
+        kind = restore["cache"]
+        reused = restore.get("reused_positions", 0)
+        label = kind if kind == "cold" or not reused else f"{kind}{reused}"
+        cache = (label, CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
+    generated = len(request.get("generated", []))
+    finish = request.get("finish_reason") or ""
+    return (
+        (request["id"], "bold" if status == "running" else ""),
+        (state, mark.style),
+        cache,
+        (f"{generated}/{request['max_tokens']}", ""),
+        (f"{request.get('accepted', 0)}/{request.get('proposed', 0)}", ""),
+        (str(len(request.get("blocks", []))), ""),
+        (finish, mark.style if finish else ""),
+    )
+
+
+def _text(cell: Cell) -> Text:
+    return Text(cell[0], style=cell[1])
+
+
+class RequestTable(DataTable[Text]):
+    """Requests in submission order; `show(view)` diffs against what is on screen."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self._shown: dict[str, tuple[Cell, ...]] = {}
+        # Widest text seen per column: DataTable re-measures a whole column when asked to
+        # update widths, so ask only when a cell outgrows it (keeps 64-row refreshes cheap).
+        self._widths: dict[str, int] = {}
+
+    def on_mount(self) -> None:
+        for key, header in COLUMNS:
+            self.add_column(header, key=key)
+            self._widths[key] = cell_len(header)
+
+    @property
+    def selected_id(self) -> str | None:
+        if not self.row_count:
+            return None
+        try:
+            row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        except CellDoesNotExist:
+            return None
+        return row_key.value
+
+    def select(self, request_id: str) -> None:
+        with suppress(RowDoesNotExist):
+            self.move_cursor(row=self.get_row_index(request_id))
+
+    def show(self, view: View) -> None:
+        present = set(view.request_ids)
+        for gone in [key for key in self._shown if key not in present]:
+            self.remove_row(gone)
+            del self._shown[gone]
+        for request_id in view.request_ids:
+            request = view.request(request_id)
+            assert request is not None
+            cells = request_cells(request)
+            before = self._shown.get(request_id)
+            if before is None:
+                self.add_row(*(_text(c) for c in cells), key=request_id)
+                for (column, _), new in zip(COLUMNS, cells):
+                    self._widths[column] = max(self._widths.get(column, 0), cell_len(new[0]))
+            elif before != cells:
+                for (column, _), old, new in zip(COLUMNS, before, cells):
+                    if old != new:
+                        width = cell_len(new[0])
+                        wider = width > self._widths.get(column, 0)
+                        if wider:
+                            self._widths[column] = width
+                        self.update_cell(request_id, column, _text(new), update_width=wider)
+            self._shown[request_id] = cells

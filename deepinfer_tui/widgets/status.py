@@ -1,0 +1,81 @@
+"""The status header: where the engine is, what it holds, and how rounds have gone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import Static
+
+from .legend import BLOCK_MARKS, STATUS_MARKS
+from .view import View
+
+SPARK_LEVELS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 16
+
+
+def sparkline(values: Sequence[int], width: int = SPARK_WIDTH) -> str:
+    """One glyph per round (the last `width` rounds); `·` marks a round that committed nothing."""
+    shown = list(values)[-width:]
+    top = max(shown, default=0)
+    if top <= 0:
+        return "·" * len(shown)
+    glyphs = []
+    for value in shown:
+        if value <= 0:
+            glyphs.append("·")
+        else:
+            level = round((value / top) * (len(SPARK_LEVELS) - 1))
+            glyphs.append(SPARK_LEVELS[max(0, min(level, len(SPARK_LEVELS) - 1))])
+    return "".join(glyphs)
+
+
+class StatusBar(Static):
+    """Two lines of figures; rendered from the view alone."""
+
+    def show(self, view: View) -> None:
+        self.update(render_status(view))
+
+
+def render_status(view: View) -> Text:
+    snapshot = view.snapshot
+    metrics = snapshot.get("metrics", {})
+    counts = metrics.get("requests", {})
+    blocks = metrics.get("blocks", {})
+    session = snapshot.get("session", {})
+    text = Text(no_wrap=False)
+
+    if view.replay is not None:
+        replay = view.replay
+        text.append(" ⏮ REPLAY ", style="bold reverse magenta")
+        text.append(f" frame {replay.index + 1}/{replay.count} {replay.label}", style="magenta")
+    else:
+        text.append(" ● LIVE ", style="bold reverse green")
+        if view.auto_running:
+            text.append(" ▶ auto", style="bold green")
+    scenario = session.get("scenario")
+    if scenario:
+        text.append(f" {scenario}", style="bold")
+    text.append(f" · tick {snapshot.get('tick', 0)}", style="bold")
+    text.append(f" · clock {float(snapshot.get('clock', 0.0)):g}s · ")
+    for status in ("queued", "running"):
+        mark = STATUS_MARKS[status]
+        text.append(f"{mark.symbol}{counts.get(status, 0)} {status} ", style=mark.style)
+    text.append(f"■{counts.get('finished', 0)} done", style="blue")
+    if session.get("finished"):
+        text.append(" · scenario complete", style="bold blue")
+    text.append("\n")
+
+    text.append(" blocks ")
+    for name in ("used", "cached", "free"):
+        mark = BLOCK_MARKS["committed" if name == "used" else name]
+        text.append(f"{mark.symbol}{blocks.get(name, 0)} {name}", style=mark.style)
+        text.append(" ")
+    text.append(f"of {blocks.get('total', 0)}")
+    acceptance = snapshot.get("acceptance")
+    text.append(" · accept " + ("—" if acceptance is None else f"{acceptance:.0%}"))
+    text.append(f" · committed {counts.get('committed_tokens', 0)} ")
+    text.append(sparkline(view.committed_per_round) or "·", style="bold green")
+    if view.replay is not None and view.replay.divergence:
+        text.append(f"\n ⚠ diverged: {view.replay.divergence}", style="bold red")
+    return text

@@ -1,0 +1,76 @@
+"""The immutable view every pane renders from: one snapshot plus the event log.
+
+The app builds a new `View` after every action (live session or replay frame); widgets only
+read it. Keeping this Textual-free makes the panes' inputs plain data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+Event = Mapping[str, Any]
+RequestView = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ReplayPosition:
+    """Where a replay stands, for the header."""
+
+    index: int
+    count: int
+    label: str
+    divergence: str | None = None
+
+
+@dataclass(frozen=True)
+class View:
+    snapshot: Mapping[str, Any]
+    log: Sequence[Event]
+    replay: ReplayPosition | None = None
+    auto_running: bool = False
+    # Ids in table order, computed once so every pane agrees on it.
+    request_ids: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        ids = tuple(r["id"] for r in self.snapshot.get("requests", []))
+        object.__setattr__(self, "request_ids", ids)
+
+    @property
+    def tick(self) -> int:
+        return int(self.snapshot.get("tick", 0))
+
+    @property
+    def is_replay(self) -> bool:
+        return self.replay is not None
+
+    @cached_property
+    def _requests(self) -> dict[str, RequestView]:
+        return {r["id"]: r for r in self.snapshot.get("requests", [])}
+
+    def request(self, request_id: str | None) -> RequestView | None:
+        if request_id is None:
+            return None
+        return self._requests.get(request_id)
+
+    @cached_property
+    def committed_per_round(self) -> tuple[int, ...]:
+        """Tokens committed in each round 1..tick (0 for rounds that committed nothing)."""
+        counts = [0] * self.tick
+        for event in self.log:
+            if event.get("kind") == "commit":
+                tick = int(event.get("tick", 0))
+                if 1 <= tick <= self.tick:
+                    counts[tick - 1] += len(event.get("tokens", ()))
+        return tuple(counts)
+
+    def cached_prefixes_of(self, request: RequestView) -> list[Mapping[str, Any]]:
+        """Cache entries whose tokens start the request's sequence (where a finished one lives)."""
+        sequence = list(request.get("prompt", [])) + list(request.get("generated", []))
+        return [
+            entry
+            for entry in self.snapshot.get("cache", [])
+            if entry["tokens"] and sequence[: len(entry["tokens"])] == list(entry["tokens"])
+        ]

@@ -1,0 +1,420 @@
+"""The debugger app driven by real key presses (Pilot), checked on the engine and the panes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input
+
+from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.screens.add_request import AddRequestScreen
+from deepinfer_tui.screens.help import HelpScreen
+from deepinfer_tui.screens.rollback import RollbackScreen
+from deepinfer_tui.session import Session
+from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar
+
+SIZE = (120, 40)
+
+
+def make_app(**options: Any) -> DebuggerApp:
+    return DebuggerApp(Session(default_scenario()), **options)
+
+
+def request_view(app: DebuggerApp, request_id: str) -> dict[str, Any]:
+    (request,) = [r for r in app.session.snapshot()["requests"] if r["id"] == request_id]
+    return request
+
+
+def cell(app: DebuggerApp, request_id: str, column: str) -> str:
+    return app.query_one(RequestTable).get_cell(request_id, column).plain
+
+
+def log_text(app: DebuggerApp) -> str:
+    return "\n".join(line.text for line in app.query_one(CommitLog).lines)
+
+
+async def select(pilot: Any, app: DebuggerApp, request_id: str) -> None:
+    """Move the table cursor with arrow keys until `request_id` is selected."""
+    table = app.query_one(RequestTable)
+    table.focus()
+    target = table.get_row_index(request_id)
+    while table.cursor_row != target:
+        await pilot.press("down" if table.cursor_row < target else "up")
+    await pilot.pause()
+    assert app.selected_id == request_id
+
+
+async def test_step_advances_the_engine_and_updates_the_table_in_place() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.engine.tick == 0
+        assert cell(app, "request-1", "state").endswith("queued")
+        await pilot.press("space")
+        assert app.engine.tick == 1
+        assert cell(app, "request-1", "state").endswith("running")
+        generated = len(request_view(app, "request-1")["generated"])
+        assert generated > 0
+        assert cell(app, "request-1", "tokens") == f"{generated}/8"
+        assert cell(app, "request-1", "cache") == "cold"
+        # New requests from the scenario appear as new rows.
+        assert app.query_one(RequestTable).row_count == 3
+        await select(pilot, app, "request-2")
+        await pilot.press("n")
+        assert app.engine.tick == 2
+        # The cursor stays on the same request across a refresh (rows are not rebuilt).
+        assert app.selected_id == "request-2"
+        restore = request_view(app, "request-2")["restore"]
+        assert restore["cache"] == "hot"  # it shares request-1's published prefix
+        assert cell(app, "request-2", "cache") == f"hot{restore['reused_positions']}"
+        assert "tick 2" in str(app.query_one(StatusBar).content)
+
+
+async def test_cancel_finishes_the_selected_queued_and_running_requests() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space")
+        await select(pilot, app, "request-2")
+        assert request_view(app, "request-2")["status"] == "queued"
+        await pilot.press("c")
+        cancelled = request_view(app, "request-2")
+        assert (cancelled["status"], cancelled["finish_reason"]) == ("finished", "cancelled")
+        assert cell(app, "request-2", "finish") == "cancelled"
+
+        await select(pilot, app, "request-1")
+        assert request_view(app, "request-1")["status"] == "running"
+        await pilot.press("c")
+        assert request_view(app, "request-1")["finish_reason"] == "cancelled"
+        assert "request-1 finished: cancelled" in log_text(app)
+
+
+async def test_keys_that_cannot_act_are_dimmed_and_do_nothing() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        # Nothing generated and nothing to undo yet.
+        assert app.check_action("undo", ()) is None
+        assert app.check_action("rollback", ()) is None
+        assert app.check_action("step", ()) is True
+        await pilot.press("u", "b")
+        assert app.engine.tick == 0 and app.session.operations == []
+
+        await pilot.press("space")
+        await select(pilot, app, "request-3")  # cancelled by the scenario
+        assert app.check_action("cancel_request", ()) is None
+        assert app.screen.active_bindings["c"].enabled is False  # greyed in the Footer
+        before = len(app.session.log())
+        await pilot.press("c", "b")
+        assert len(app.session.log()) == before
+
+        while app.session.can_step():
+            await pilot.press("space")
+        assert app.check_action("step", ()) is None
+        assert app.screen.active_bindings["space"].enabled is False
+        tick = app.engine.tick
+        await pilot.press("space", "n")
+        assert app.engine.tick == tick
+        # Replay-only keys are hidden entirely in a live session.
+        assert app.check_action("frame_forward", ()) is False
+
+
+async def test_rollback_and_undo() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space")
+        generated = len(request_view(app, "request-1")["generated"])
+        assert app.selected_id == "request-1"
+        await pilot.press("b")
+        after = request_view(app, "request-1")
+        assert len(after["generated"]) == generated - 1
+        assert cell(app, "request-1", "tokens") == f"{generated - 1}/8"
+        assert "request-1 rollback: removed" in log_text(app)
+
+        tick = app.engine.tick
+        await pilot.press("space")
+        assert app.engine.tick == tick + 1
+        await pilot.press("u")
+        assert app.engine.tick == tick
+        await pilot.press("u", "u")
+        assert app.engine.tick == 0
+        assert app.check_action("undo", ()) is None
+
+
+async def test_rollback_by_a_typed_count() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space")
+        generated = len(request_view(app, "request-1")["generated"])
+        await pilot.press("B")
+        assert isinstance(app.screen, RollbackScreen)
+        await pilot.press("z", "enter")  # not a number: the form stays open
+        assert isinstance(app.screen, RollbackScreen)
+        assert "whole number" in str(app.screen.query_one("#form-error").content)
+        assert len(request_view(app, "request-1")["generated"]) == generated
+        await pilot.press("ctrl+a", "ctrl+k", "2", "enter")
+        assert not isinstance(app.screen, RollbackScreen)
+        assert len(request_view(app, "request-1")["generated"]) == generated - 2
+
+
+async def test_add_request_creates_a_request_and_selects_it() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a")
+        assert isinstance(app.screen, AddRequestScreen)
+        await pilot.press(*"7,8,9")
+        await pilot.press("tab", "ctrl+a", "ctrl+k", "3", "enter")
+        assert not isinstance(app.screen, AddRequestScreen)
+        (added,) = [r for r in app.session.snapshot()["requests"] if r["prompt"] == [7, 8, 9]]
+        assert added["max_tokens"] == 3 and added["status"] == "queued"
+        assert app.selected_id == added["id"]
+        assert app.query_one(RequestTable).row_count == 2
+
+
+@pytest.mark.parametrize(
+    ("prompt", "problem"),
+    [("x,y", "whole number"), ("", "at least one token"), ("1,999", "999")],
+)
+async def test_bad_add_input_shows_an_error_and_changes_nothing(prompt: str, problem: str) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        before = app.session.snapshot()
+        await pilot.press("a")
+        if prompt:
+            await pilot.press(*prompt)
+        await pilot.press("enter")
+        screen = app.screen
+        assert isinstance(screen, AddRequestScreen)  # still open, showing why
+        assert problem in screen.error
+        assert app.session.snapshot() == before
+        await pilot.press("escape")
+        assert not isinstance(app.screen, AddRequestScreen)
+        assert app.session.snapshot() == before
+
+
+async def test_typing_in_a_form_does_not_trigger_debugger_keys() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a")
+        await pilot.press("space", "c", "u", "q")
+        assert app.engine.tick == 0
+        assert app.screen.query_one("#prompt", Input).value == " cuq"
+
+
+async def test_selection_drives_the_detail_panes() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        # Step until some request's round rejected a draft node (the scenario stages them).
+        rejected: dict[str, Any] | None = None
+        while rejected is None and app.session.can_step():
+            await pilot.press("space")
+            for request in app.session.snapshot()["requests"]:
+                tree = request["tree"]
+                this_round = bool(tree) and tree["round"] == app.engine.tick
+                if this_round and any(n["verdict"] == "rejected" for n in tree["nodes"]):
+                    rejected = request
+        assert rejected is not None
+        await select(pilot, app, rejected["id"])
+        blocks = app.query_one(BlockMap)
+        assert rejected["id"] in str(blocks.border_title)
+        table_text = str(blocks.query_one("#block-table").content)
+        for block in rejected["blocks"]:
+            assert f"#{block['id']} " in table_text
+        for block_id in rejected["dropped_blocks"]:
+            assert f"#{block_id} " in table_text and "dropped" in table_text
+        tree_pane = app.query_one(DraftTree)
+        assert rejected["id"] in str(tree_pane.border_title)
+        labels = []
+        pending = [tree_pane.root]
+        while pending:
+            node = pending.pop()
+            labels.append(str(node.label))
+            pending.extend(node.children)
+        for node in rejected["tree"]["nodes"]:
+            if node["verdict"] == "rejected":
+                assert any(
+                    label.startswith(f"✗ {node['token']} ")
+                    and label.endswith(f"target {node['target_token']}")
+                    for label in labels
+                )
+        other = next(i for i in app.view.request_ids if i != rejected["id"])
+        await select(pilot, app, other)
+        assert other in str(app.query_one(DraftTree).border_title)
+        assert other in str(app.query_one(BlockMap).border_title)
+
+
+async def test_f_filters_the_log_to_the_selected_request() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space")
+        assert "request-3" in log_text(app)
+        await select(pilot, app, "request-2")
+        await pilot.press("f")
+        assert app.query_one(CommitLog).filter_id == "request-2"
+        filtered = log_text(app)
+        assert "request-2" in filtered
+        assert "request-1" not in filtered and "request-3" not in filtered
+        await pilot.press("space")  # new events keep the filter
+        assert "request-1" not in log_text(app)
+        await pilot.press("f")
+        assert app.query_one(CommitLog).filter_id is None
+        assert "request-3" in log_text(app)
+
+
+async def test_help_opens_and_closes() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        keys = str(app.screen.query_one("#help-keys").content)
+        for key in ("space", "rollback", "undo", "export", "quit"):
+            assert key in keys
+        assert "g" in str(app.screen.query_one("#help-guide").content)
+        await pilot.press("space")  # debugger keys do not act behind the help screen
+        assert app.engine.tick == 0
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("q")  # closes help, does not quit
+        assert not isinstance(app.screen, HelpScreen)
+        assert app.is_running
+
+
+async def test_q_quits() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_clock_key_moves_time_past_the_next_expiry() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space")
+        cache = app.session.snapshot()["cache"]
+        assert any(entry["state"] == "hot" for entry in cache)
+        await pilot.press("t")
+        earliest = min(entry["hot_until"] for entry in cache)
+        assert app.session.clock.now >= earliest
+        assert all(entry["state"] != "hot" for entry in app.session.snapshot()["cache"])
+        assert "clock advanced" in log_text(app)
+
+
+async def test_auto_run_steps_until_the_scenario_ends_and_can_pause() -> None:
+    app = make_app()
+    app.AUTO_RUN_INTERVAL = 0.01
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        for _ in range(300):
+            if not app.auto_running:
+                break
+            await pilot.pause(0.02)
+        assert not app.auto_running
+        assert app.session.finished
+        assert {op["op"] for op in app.session.operations} == {"step"}
+        assert "scenario complete" in str(app.query_one(StatusBar).content)
+        assert app.check_action("toggle_run", ()) is None  # nothing left to run
+
+    app = make_app()
+    app.AUTO_RUN_INTERVAL = 60.0  # never fires during the test: r starts, r pauses
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        assert app.auto_running
+        assert "auto" in str(app.query_one(StatusBar).content)
+        await pilot.press("r")
+        assert not app.auto_running
+        assert app.engine.tick == 0
+
+
+async def test_command_palette_runs_actions() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        actions = {entry.action for entry in app.palette_actions()}
+        assert {"step", "cancel_request", "rollback", "undo", "add_request", "export"} <= actions
+        await pilot.press("ctrl+p")
+        await pilot.press(*"Run one engine round")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.engine.tick == 1
+
+
+async def test_whole_scenario_at_80x24_without_errors() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        while app.session.can_step():
+            await pilot.press("space", "down")
+        await pilot.press("f", "question_mark", "escape", "u", "b", "t")
+        await pilot.pause()
+        assert app.is_running
+        assert app.session.engine.tick >= 9
+
+
+async def test_screenshot_key_writes_an_svg(tmp_path: Path) -> None:
+    app = make_app(export_dir=tmp_path / "out")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "ctrl+s")
+        (written,) = (tmp_path / "out").iterdir()
+        assert written.name == "default-tick0001-screen.svg"
+        assert written.read_text(encoding="utf-8").lstrip().startswith("<svg")
+
+
+async def test_export_failure_is_a_notification(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the export folder should be")
+    app = make_app(export_dir=blocker)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("e")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.is_running
+        assert any(n.severity == "error" for n in app._notifications)
+        assert app.check_action("export", ()) is True  # usable again
+
+
+async def test_guide_key_opens_the_guide_and_owns_the_keys() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("g")
+        assert type(app.screen).__name__ == "GuideScreen"
+        await pilot.press("space", "c")
+        assert app.engine.tick == 0
+        await pilot.press("escape")
+        assert app.screen is app.screen_stack[0]
+
+
+async def test_replay_is_read_only_and_steps_through_frames() -> None:
+    from deepinfer_tui.replay import Replay, parse_trace, trace_data
+
+    recorded = Session(default_scenario())
+    for _ in range(3):
+        recorded.step()
+    recorded.cancel("request-2")
+    replay = Replay(parse_trace(trace_data(recorded)))
+    app = DebuggerApp(replay.session, replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        status = str(app.query_one(StatusBar).content)
+        assert "REPLAY" in status and "frame 1/5" in status
+        for action in ("step", "cancel_request", "rollback", "undo", "add_request", "toggle_run"):
+            assert app.check_action(action, ()) is False
+        assert app.check_action("frame_back", ()) is None
+        await pilot.press("space", "n")
+        assert replay.position == 2
+        shown = len(replay.current.snapshot["requests"][0]["generated"])
+        assert cell(app, "request-1", "tokens") == f"{shown}/8"
+        await pilot.press("u")
+        assert replay.position == 1
+        await pilot.press("space", "space", "space", "space")
+        assert replay.position == 4
+        assert app.check_action("frame_forward", ()) is None
+        assert cell(app, "request-2", "finish") == "cancelled"
+        await pilot.press("backspace")
+        assert replay.position == 3
+        assert cell(app, "request-2", "finish") == ""
+        # Mutating keys do nothing to the engine being replayed.
+        tick = app.engine.tick
+        await pilot.press("c", "b", "a", "t", "r")
+        assert app.engine.tick == tick and replay.position == 3
+        assert isinstance(app.screen, type(app.screen_stack[0]))
