@@ -1,0 +1,278 @@
+"""Bad input: a ValueError (or KeyError for unknown ids) that names the problem, and no change."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from engine_helpers import ManualClock, check_against_oracle, drain
+
+from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
+
+
+@pytest.fixture
+def engine() -> Engine:
+    """An engine with history: a finished request, a cached prefix and a queued request."""
+    target = TinyModel(seed=1)
+    config = EngineConfig(block_size=4, num_blocks=8)
+    engine = Engine(target, make_draft(target, seed=2), config=config, clock=ManualClock())
+    engine.generate([1, 2, 3], max_tokens=3)
+    engine.submit([4, 5], max_tokens=2, request_id="waiting")
+    return engine
+
+
+def assert_rejected(engine: Engine, match: str, call: Any, error: type = ValueError) -> None:
+    before, trace = engine.snapshot(), list(engine.trace)
+    with pytest.raises(error, match=match):
+        call()
+    assert engine.snapshot() == before, "a rejected call changed the engine"
+    assert engine.trace == trace
+
+
+@pytest.mark.parametrize(
+    ("prompt", "match"),
+    [
+        ([], "empty"),
+        ((), "empty"),
+        ([32], "vocabulary"),
+        ([1, 2, 99], r"prompt\[2\]"),
+        ([-1], "vocabulary"),
+        ([True, 2], "integer"),
+        ([np.bool_(True)], "integer"),
+        ([1.0], "integer"),
+        ([1, 2.5], "integer"),
+        (["1"], "integer"),
+        ([1, None], "integer"),
+        (np.array([1.0, 2.0]), "integer"),
+        ("abc", "sequence"),
+        (b"\x01\x02", "sequence"),
+        (None, "sequence"),
+        (5, "sequence"),
+    ],
+)
+def test_submit_rejects_bad_prompts(engine: Engine, prompt: object, match: str) -> None:
+    assert_rejected(engine, match, lambda: engine.submit(prompt, max_tokens=2))
+    assert_rejected(engine, "prompt", lambda: engine.submit(prompt, max_tokens=2))
+
+
+@pytest.mark.parametrize("max_tokens", [-1, 1.5, True, False, "3", None, float("nan")])
+def test_submit_rejects_bad_max_tokens(engine: Engine, max_tokens: object) -> None:
+    assert_rejected(engine, "max_tokens", lambda: engine.submit([1], max_tokens=max_tokens))
+
+
+@pytest.mark.parametrize("eos_id", [-1, 32, 1000, True, 1.0, "1", [1]])
+def test_submit_rejects_bad_eos_ids(engine: Engine, eos_id: object) -> None:
+    assert_rejected(engine, "eos_id", lambda: engine.submit([1], max_tokens=2, eos_id=eos_id))
+
+
+@pytest.mark.parametrize("request_id", ["", "   ", "waiting", "request-1", 5, b"id", ["x"]])
+def test_submit_rejects_bad_or_duplicate_request_ids(engine: Engine, request_id: object) -> None:
+    assert_rejected(
+        engine, "request_id", lambda: engine.submit([1], max_tokens=2, request_id=request_id)
+    )
+
+
+def test_submit_rejects_a_prompt_that_can_never_fit(engine: Engine) -> None:
+    # 8 blocks of 4 positions: 30 prompt + 3 new positions need 9 blocks.
+    assert_rejected(engine, "blocks", lambda: engine.submit([1] * 30, max_tokens=3))
+    assert_rejected(engine, "blocks", lambda: engine.submit([1] * 3, max_tokens=30))
+
+
+def test_rejected_submissions_do_not_disturb_later_work(engine: Engine) -> None:
+    for bad in ([], [99], "x"):
+        with pytest.raises(ValueError):
+            engine.submit(bad, max_tokens=2)
+    rid = engine.submit(np.array([1, 2, 3, 4]), max_tokens=3)  # numpy ints are token ids
+    assert rid.startswith("request-")
+    drain(engine)
+    check_against_oracle(engine, rid)
+    check_against_oracle(engine, "waiting")
+
+
+@pytest.mark.parametrize("method", ["cancel", "result", "rollback", "committed_state"])
+@pytest.mark.parametrize("request_id", ["nope", "", 5, None])
+def test_unknown_request_ids_raise_key_error(
+    engine: Engine, method: str, request_id: object
+) -> None:
+    assert_rejected(
+        engine, "unknown request", lambda: getattr(engine, method)(request_id), KeyError
+    )
+
+
+def test_result_of_an_unfinished_request_says_so(engine: Engine) -> None:
+    assert_rejected(engine, "not finished", lambda: engine.result("waiting"))
+
+
+# -- EngineConfig ------------------------------------------------------------------------------
+
+INT_FIELDS = [
+    "max_batch_tokens",
+    "max_active",
+    "draft_width",
+    "draft_branching",
+    "max_draft_nodes",
+    "block_size",
+    "num_blocks",
+    "keep",
+    "cache_capacity",
+]
+
+
+@pytest.mark.parametrize("field", INT_FIELDS)
+@pytest.mark.parametrize("value", [0, -3, True, 2.0, "4", None, math.inf])
+def test_config_rejects_non_positive_or_non_integer_sizes(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        EngineConfig(**{field: value})
+
+
+@pytest.mark.parametrize("value", [-1, True, 1.5, "2", None])
+def test_config_rejects_bad_undo_depth(value: object) -> None:
+    with pytest.raises(ValueError, match="undo_depth"):
+        EngineConfig(undo_depth=value)  # type: ignore[arg-type]
+    assert EngineConfig(undo_depth=0).undo_depth == 0  # zero = no history, allowed
+
+
+@pytest.mark.parametrize("field", ["state_ttl", "prefix_ttl"])
+@pytest.mark.parametrize("value", [0, -1.0, math.inf, -math.inf, math.nan, True, "3", None])
+def test_config_rejects_non_finite_or_non_positive_ttls(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        EngineConfig(**{field: value})
+
+
+@pytest.mark.parametrize("mode", ["fast", "", "EXACT", None, 1])
+def test_config_rejects_unknown_recovery_modes(mode: object) -> None:
+    with pytest.raises(ValueError, match="recovery_mode"):
+        EngineConfig(recovery_mode=mode)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("curve", "match"),
+    [
+        ([(0, 1.0)], "size"),
+        ([(2, 1.0), (1, 2.0)], "increasing"),
+        ([(1, 1.0), (1, 2.0)], "increasing"),
+        ([(1, -1.0)], "positive"),
+        ([(1, 0.0)], "positive"),
+        ([(1, math.nan)], "finite"),
+        ([(1, math.inf)], "finite"),
+        ([(1,)], "pairs"),
+        ([(1, 2.0, 3.0)], "pairs"),
+        ([(True, 1.0)], "size"),
+        ([(1.5, 1.0)], "size"),
+        ([(1, "x")], "cost"),
+        ([(1, True)], "cost"),
+        ([(100, 1.0)], "max_batch_tokens"),
+        ("abc", "pairs"),
+    ],
+)
+def test_config_rejects_bad_cost_curves(curve: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        EngineConfig(cost_curve=curve)  # type: ignore[arg-type]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine bug: a cost_curve that is not iterable, or has non-iterable points, raises "
+    "TypeError from tuple() instead of a ValueError naming cost_curve",
+)
+@pytest.mark.parametrize("curve", [5, [3], [None]])
+def test_config_rejects_non_iterable_cost_curves_with_value_error(curve: object) -> None:
+    with pytest.raises(ValueError, match="cost_curve"):
+        EngineConfig(cost_curve=curve)  # type: ignore[arg-type]
+
+
+def test_config_is_frozen_and_round_trips() -> None:
+    config = EngineConfig(cost_curve=((1, 1.0), (4, 2.0)), max_batch_tokens=4, state_ttl=2)
+    assert config.state_ttl == 2.0
+    assert EngineConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(AttributeError):
+        config.block_size = 3  # type: ignore[misc]
+    with pytest.raises(ValueError, match="bogus"):
+        EngineConfig.from_dict({**config.to_dict(), "bogus": 1})
+
+
+def test_bounded_recovery_must_keep_the_local_window() -> None:
+    with pytest.raises(ValueError, match="keep"):
+        Engine(TinyModel(window=4), config=EngineConfig(recovery_mode="mask", keep=2))
+    Engine(TinyModel(window=4), config=EngineConfig(recovery_mode="mask", keep=4))
+
+
+# -- Engine, models and the oracle ---------------------------------------------------------------
+
+
+def test_engine_rejects_bad_construction_arguments() -> None:
+    target = TinyModel()
+    with pytest.raises(ValueError, match="EngineConfig"):
+        Engine(target, config={"block_size": 4})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="clock"):
+        Engine(target, clock=5.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="vocabulary"):
+        Engine(target, TinyModel(vocab_size=16))
+
+
+@pytest.mark.parametrize("bad_time", [math.nan, math.inf])
+def test_a_non_finite_clock_aborts_the_round_cleanly(bad_time: float) -> None:
+    clock = ManualClock()
+    target = TinyModel(seed=4)
+    engine = Engine(target, make_draft(target), clock=clock)
+    rid = engine.submit([1, 2, 3], max_tokens=4)
+    engine.step()
+    before = engine.snapshot()
+    clock.now = bad_time
+    with pytest.raises(ValueError, match="clock"):
+        engine.step()
+    clock.now = 1.0
+    assert engine.snapshot()["requests"] == before["requests"]
+    assert engine.snapshot()["tick"] == before["tick"]
+    drain(engine)
+    check_against_oracle(engine, rid)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(vocab_size=0), "vocab_size"),
+        (dict(width=-1), "width"),
+        (dict(depth=True), "depth"),
+        (dict(window=1.5), "window"),
+        (dict(seed=-1), "seed"),
+        (dict(seed="7"), "seed"),
+    ],
+)
+def test_tiny_model_rejects_bad_settings(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        TinyModel(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(depth=4), "depth"),
+        (dict(depth=0), "depth"),
+        (dict(noise=-0.1), "noise"),
+        (dict(noise=math.nan), "noise"),
+    ],
+)
+def test_make_draft_rejects_bad_settings(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        make_draft(TinyModel(depth=3), **kwargs)
+
+
+def test_oracle_rejects_bad_input() -> None:
+    model = TinyModel()
+    with pytest.raises(ValueError, match="empty"):
+        greedy_generate(model, [], max_tokens=2)
+    with pytest.raises(ValueError, match="max_tokens"):
+        greedy_generate(model, [1], max_tokens=-1)
+    with pytest.raises(ValueError, match="vocabulary"):
+        greedy_generate(model, [40], max_tokens=1)
+
+
+def test_state_comparison_refuses_different_sequences() -> None:
+    model = TinyModel()
+    left = greedy_generate(model, [1, 2], max_tokens=1).state
+    right = greedy_generate(model, [1, 3], max_tokens=1).state
+    with pytest.raises(ValueError, match="different token"):
+        left.max_error(right)
