@@ -73,6 +73,15 @@ def test_chapters_are_substantial(chapter: Chapter) -> None:
     assert chapter.text.startswith(f"# {chapter.title}\n")
 
 
+def test_chinese_paragraphs_are_not_hard_wrapped() -> None:
+    # Markdown turns a line break inside a paragraph into a space, which is wrong between two
+    # Chinese characters; so a Chinese line never continues on the next one.
+    wide = "\u4e00-\u9fff，。；：、（）“”"
+    for chapter in list_chapters("zh"):
+        wrapped = re.search(rf"[{wide}]\n[ \t]*[{wide}]", chapter.text)
+        assert wrapped is None, f"chapter {chapter.id} wraps a line at {wrapped.group()!r}"
+
+
 def test_read_chapter_accepts_a_number_a_padded_number_or_a_slug() -> None:
     by_padded = read_chapter("03")
     assert read_chapter("3") == by_padded
