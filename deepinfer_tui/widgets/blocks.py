@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from .legend import BLOCK_MARKS, SLOT_MARKS, Legend, status_mark
+from .legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, Legend, status_mark
 from .view import RequestView, View
 
 POOL_GROUP = 8  # glyphs per group in the pool strip, so it wraps at readable boundaries
@@ -46,6 +46,14 @@ def render_block_table(request: RequestView, view: View) -> Text:
         text.append(" · window ")
         text.append(f"‹{window_start}–{window_stop - 1}›", style=SLOT_MARKS["window"].style)
     text.append("\n")
+    restore = request.get("restore")
+    if restore:
+        kind = restore["cache"]
+        text.append(f"restore {kind}", style=CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
+        text.append(
+            f": reused {restore['reused_positions']}, computed {restore['suffix_positions']}"
+        )
+        text.append(f" ({restore['reason']})\n", style="bright_black")
 
     blocks = request.get("blocks", [])
     if not blocks:
@@ -93,13 +101,13 @@ def _no_blocks_reason(request: RequestView, view: View) -> str:
     if request["status"] == "queued":
         return "queued: no KV blocks yet (restore or prefill happens on admission)\n"
     reason = request.get("finish_reason") or "finished"
-    lines = [f"finished ({reason}): its blocks went back to the pool"]
+    lines = [f"finished ({reason}): holds no KV blocks any more"]
     for entry in view.cached_prefixes_of(request):
         blocks = " ".join(f"#{b}" for b in entry["blocks"])
         until = entry["hot_until"] if entry["state"] == "hot" else entry["warm_until"]
         lines.append(
-            f"cached {entry['state']}: {len(entry['tokens'])} positions in {blocks} "
-            f"(until t={until:g})"
+            f"its prefix is cached {entry['state']}: {len(entry['tokens'])} positions "
+            f"in {blocks} (until t={until:g})"
         )
     return "\n".join(lines) + "\n"
 
