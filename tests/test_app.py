@@ -123,13 +123,17 @@ async def test_rollback_and_undo() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("space", "space")
-        generated = len(request_view(app, "request-1")["generated"])
+        tokens = request_view(app, "request-1")["generated"]
+        generated = len(tokens)
         assert app.selected_id == "request-1"
         await pilot.press("b")
         after = request_view(app, "request-1")
         assert len(after["generated"]) == generated - 1
         assert cell(app, "request-1", "tokens") == f"{generated - 1}/8"
         assert "request-1 rollback: removed" in log_text(app)
+        assert after["generated"] == tokens[:-1]
+        block_table = str(app.query_one(BlockMap).query_one("#block-table").content)
+        assert f"rolled back [{tokens[-1]}]" in block_table
 
         tick = app.engine.tick
         await pilot.press("space")
@@ -396,7 +400,7 @@ async def test_replay_is_read_only_and_steps_through_frames() -> None:
     app = DebuggerApp(replay.session, replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         status = str(app.query_one(StatusBar).content)
-        assert "REPLAY" in status and "frame 1/5" in status
+        assert "replay" in status and "frame 1/5" in status
         for action in ("step", "cancel_request", "rollback", "undo", "add_request", "toggle_run"):
             assert app.check_action(action, ()) is False
         assert app.check_action("frame_back", ()) is None

@@ -37,15 +37,15 @@ class AddRequestScreen(ModalScreen[str | None]):
             form.border_title = "Add a request"
             yield Static(f"Token ids in [0, {self._vocab_size}), separated by commas or spaces.")
             yield Label("Prompt")
-            yield Input(placeholder="1,2,3", id="prompt")
+            yield Input(placeholder="1,2,3", id="prompt", compact=True)
             yield Label("Max new tokens")
-            yield Input(value="8", id="max-tokens")
+            yield Input(value="8", id="max-tokens", compact=True)
             yield Label("EOS token id (optional)")
-            yield Input(placeholder="none", id="eos")
+            yield Input(placeholder="none", id="eos", compact=True)
             yield Static("", id="form-error", classes="form-error")
             with Horizontal(classes="buttons"):
-                yield Button("Add", variant="primary", id="add")
-                yield Button("Cancel", id="cancel")
+                yield Button("Add", variant="primary", id="add", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).focus()

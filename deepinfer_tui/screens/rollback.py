@@ -36,11 +36,11 @@ class RollbackScreen(ModalScreen[list[int] | None]):
                 f"Remove how many generated tokens? It has {self._generated}; "
                 "larger counts stop at zero."
             )
-            yield Input(value="1", id="count")
+            yield Input(value="1", id="count", compact=True)
             yield Static("", id="form-error", classes="form-error")
             with Horizontal(classes="buttons"):
-                yield Button("Roll back", variant="warning", id="rollback")
-                yield Button("Cancel", id="cancel")
+                yield Button("Roll back", variant="warning", id="rollback", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def on_mount(self) -> None:
         count = self.query_one("#count", Input)

@@ -84,6 +84,13 @@ def render_block_table(request: RequestView, view: View) -> Text:
         text.append(" ref 0 ")
         text.append("× dropped", style=BLOCK_MARKS["dropped"].style)
         text.append(" (rolled back this round)\n")
+    for event in view.events_this_tick(str(request["id"]), "rollback"):
+        removed = " ".join(str(t) for t in event.get("removed", []))
+        text.append(f"rolled back [{removed}]", style="bold yellow")
+        freed = event.get("freed_blocks", [])
+        if freed:
+            text.append(" · freed " + " ".join(f"#{b}" for b in freed), style="yellow")
+        text.append("\n")
     if commit:
         text.append(
             f"round {commit['round']}: verified {commit['verified']}, "

@@ -92,11 +92,12 @@ class DraftTree(Tree[int]):
             return
         self.border_title = f"Draft tree · {request['id']}"
         if not tree:
-            why = (
-                "greedy: no draft model"
-                if view.snapshot.get("models", {}).get("draft") is None
-                else "no draft round yet"
-            )
+            if view.snapshot.get("models", {}).get("draft") is None:
+                why = "greedy: no draft model"
+            elif view.events_this_tick(str(request["id"]), "rollback"):
+                why = "tree cleared by the rollback"
+            else:
+                why = "no draft round yet"
             self.root.set_label(Text(f"{request['id']}: {why}", style="italic"))
             return
         self.border_title = f"Draft tree · {request['id']} · round {tree['round']}"

@@ -47,10 +47,11 @@ def render_status(view: View) -> Text:
 
     if view.replay is not None:
         replay = view.replay
-        text.append(" ⏮ REPLAY ", style="bold reverse magenta")
-        text.append(f" frame {replay.index + 1}/{replay.count} {replay.label}", style="magenta")
+        text.append(" ⏮ replay ", style="bold reverse magenta")
+        text.append(f" read-only · frame {replay.index + 1}/{replay.count}", style="bold magenta")
+        text.append(f" {replay.label}", style="magenta")
     else:
-        text.append(" ● LIVE ", style="bold reverse green")
+        text.append(" ● live ", style="bold reverse green")
         if view.auto_running:
             text.append(" ▶ auto", style="bold green")
     scenario = session.get("scenario")

@@ -66,6 +66,17 @@ class View:
                     counts[tick - 1] += len(event.get("tokens", ()))
         return tuple(counts)
 
+    def events_this_tick(self, request_id: str, kind: str) -> list[Event]:
+        """This request's events of one kind since the last round (e.g. user rollbacks)."""
+        found: list[Event] = []
+        for event in reversed(self.log):
+            if event.get("tick") != self.tick:
+                break
+            if event.get("kind") == kind and event.get("request_id") == request_id:
+                found.append(event)
+        found.reverse()
+        return found
+
     def cached_prefixes_of(self, request: RequestView) -> list[Mapping[str, Any]]:
         """Cache entries whose tokens start the request's sequence (where a finished one lives)."""
         sequence = list(request.get("prompt", [])) + list(request.get("generated", []))
