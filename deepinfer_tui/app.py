@@ -208,14 +208,12 @@ class DebuggerApp(App[None]):
         yield KeyFooter(MINOR_ACTIONS, id="footer")
 
     def on_resize(self, event: events.Resize) -> None:
-        footer = self.query_one(KeyFooter)
-        footer.show_command_palette = event.size.width >= NARROW_BELOW
+        for footer in self.query(KeyFooter):
+            footer.show_command_palette = event.size.width >= NARROW_BELOW
 
     def on_mount(self) -> None:
         table = self.query_one(RequestTable)
         table.border_title = "Requests"
-        if self.replay is not None:
-            self.sub_title = "replay (read-only)"
         self.refresh_view()
         table.focus()
 
@@ -320,6 +318,15 @@ class DebuggerApp(App[None]):
             operation()
         except ENGINE_ERRORS as error:
             self.notify(_message(error), title="Not done", severity="error")
+            self.refresh_view()
+            return False
+        except Exception as error:  # the engine restores itself; the debugger must stay up
+            self.notify(
+                f"{type(error).__name__}: {_message(error)}",
+                title="Engine failure (state restored)",
+                severity="error",
+                timeout=15,
+            )
             self.refresh_view()
             return False
         self.refresh_view()

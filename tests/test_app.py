@@ -422,3 +422,15 @@ async def test_replay_is_read_only_and_steps_through_frames() -> None:
         await pilot.press("c", "b", "a", "t", "r")
         assert app.engine.tick == tick and replay.position == 3
         assert isinstance(app.screen, type(app.screen_stack[0]))
+
+
+async def test_an_engine_refusal_becomes_a_notification() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        # The keys are dimmed when the engine would refuse; the palette path checks too, but
+        # an action invoked anyway must still end in a notification, not a crash.
+        app.action_undo()
+        await pilot.pause()
+        assert app.is_running and app.engine.tick == 0
+        (notification,) = app._notifications
+        assert notification.severity == "error" and "undo" in notification.message
