@@ -134,6 +134,13 @@ def test_config_rejects_bad_undo_depth(value: object) -> None:
     assert EngineConfig(undo_depth=0).undo_depth == 0  # zero = no history, allowed
 
 
+@pytest.mark.parametrize("value", [0, -1, True, 2.5, "8"])
+def test_config_rejects_bad_draft_context(value: object) -> None:
+    with pytest.raises(ValueError, match="draft_context"):
+        EngineConfig(draft_context=value)  # type: ignore[arg-type]
+    assert EngineConfig(draft_context=None).draft_context is None  # None = all positions
+
+
 @pytest.mark.parametrize("field", ["state_ttl", "prefix_ttl"])
 @pytest.mark.parametrize("value", [0, -1.0, math.inf, -math.inf, math.nan, True, "3", None])
 def test_config_rejects_non_finite_or_non_positive_ttls(field: str, value: object) -> None:

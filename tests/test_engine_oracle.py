@@ -92,6 +92,9 @@ GRID = [
                          max_draft_nodes=16, max_active=3)),
     (8, 2, "copy", dict(draft_width=3, max_batch_tokens=10, block_size=2, draft_branching=2,
                         max_draft_nodes=4, undo_depth=0)),
+    # The draft sees only its most recent stored positions: proposals change, outputs must not.
+    (9, 4, "close", dict(draft_width=4, draft_branching=2, draft_context=2, block_size=2)),
+    (10, 8, "random", dict(draft_width=3, draft_context=1, block_size=4)),
 ]  # fmt: skip
 
 
@@ -108,6 +111,51 @@ def test_grid_matches_oracle(seed: int, window: int, draft: str, config: dict[st
 
 def test_one_layer_target_with_a_same_depth_draft_matches_oracle() -> None:
     run_workload(9, 4, "close", dict(draft_width=3, block_size=4), depth=1)
+
+
+def test_unusual_model_shapes_and_a_draft_with_another_window_match_oracle() -> None:
+    target = TinyModel(vocab_size=7, width=8, depth=2, window=3, seed=11)
+    draft = TinyModel(vocab_size=7, width=4, depth=1, window=8, seed=12)
+    config = EngineConfig(draft_width=3, draft_branching=2, block_size=3)
+    engine = Engine(target, draft, config=config, clock=ManualClock())
+    for prompt in ([1, 2, 3], [1, 2, 3, 4, 5, 6], [6], [0, 0, 0, 0]):
+        engine.submit(prompt, max_tokens=9)
+    drain(engine, live=True)
+    assert len(check_all_finished(engine)) == 4
+
+
+@pytest.mark.parametrize("draft", ["none", "close", "random"])
+def test_long_prompts_prefilled_in_chunks_match_oracle(draft: str) -> None:
+    """Prompts longer than the forward's prefill chunk, cold, hot and warm."""
+    target, draft_model = build_models(3, 4, draft)
+    clock = ManualClock()
+    engine = Engine(target, draft_model, config=EngineConfig(block_size=16), clock=clock)
+    long_prompt = [(7 * i + i // 5) % 32 for i in range(300)]
+    kinds = []
+    for prompt in (long_prompt, [*long_prompt[:270], *[1] * 30], long_prompt[:290]):
+        rid = engine.submit(prompt, max_tokens=3)
+        events = drain(engine)
+        kinds.append(next(e["cache"] for e in events_of(events, "restore")))
+        check_against_oracle(engine, rid)
+        clock.advance(10.0)  # the next request finds only warm prefixes
+    assert kinds == ["cold", "warm", "warm"]
+
+
+@pytest.mark.parametrize("mode", ["mask", "compact"])
+def test_bounded_recovery_that_keeps_everything_is_exact(mode: str) -> None:
+    """Bounded recovery is an approximation, except when `keep` covers every position."""
+    target, draft = build_models(3, 4, "close")
+    clock = ManualClock()
+    config = EngineConfig(recovery_mode=mode, keep=64, block_size=4)
+    engine = Engine(target, draft, config=config, clock=clock)
+    for prompt in ([1, 2, 3, 4], [1, 2, 3, 4, 5], [9, 9]):
+        engine.submit(prompt, max_tokens=6)
+    drain(engine)
+    clock.advance(10.0)
+    engine.submit([1, 2, 3, 4, 7], max_tokens=5)  # a warm restore under bounded recovery
+    events = drain(engine)
+    assert [e["recovery_mode"] for e in events_of(events, "restore")] == [mode]
+    assert len(check_all_finished(engine)) == 4
 
 
 def test_copy_draft_accepts_everything_it_verifies() -> None:

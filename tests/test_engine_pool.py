@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from engine_helpers import (
     ManualClock,
@@ -200,3 +206,61 @@ def test_preemption_frees_the_victim_and_requeues_it_first() -> None:
             assert view["preemptions"] >= 1
     assert preempted
     assert len(check_all_finished(engine)) == 3
+
+
+def plain(value: object) -> bool:
+    """Only JSON's own types: dict with str keys, list, str, int, float, bool, None."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(plain(v) for v in value)
+    return value is None or type(value) in (str, int, float, bool)
+
+
+def test_snapshot_is_plain_json_data() -> None:
+    target = TinyModel(seed=2)
+    config = EngineConfig(block_size=2, draft_width=3, draft_branching=2)
+    engine = Engine(target, make_draft(target), config=config, clock=ManualClock())
+    engine.submit([1, 2, 3], max_tokens=6)
+    engine.submit([1, 2, 4], max_tokens=6, eos_id=5)
+    engine.step()
+    snapshot = engine.snapshot()
+    assert plain(snapshot)
+    assert json.loads(json.dumps(snapshot)) == snapshot
+    drain(engine)
+    assert plain(engine.snapshot()) and all(plain(event) for event in engine.trace)
+
+
+SNAPSHOT_SCRIPT = """
+import json
+from engine import Engine, EngineConfig, TinyModel, make_draft
+target = TinyModel(seed=3)
+engine = Engine(target, make_draft(target), config=EngineConfig(block_size=2),
+                clock=lambda: 0.0)
+engine.generate([1, 2, 3, 4, 5], max_tokens=6)
+engine.submit([1, 2, 3, 4, 6], max_tokens=3)
+engine.step()
+print(json.dumps([engine.snapshot(), engine.trace], sort_keys=True))
+"""
+
+
+def test_snapshots_are_identical_across_processes() -> None:
+    """Block hashes and everything else must not depend on Python's per-process hash seed."""
+    root = Path(__file__).resolve().parent.parent
+    outputs = []
+    for seed in ("1", "2"):
+        environment = {**os.environ, "PYTHONHASHSEED": seed}
+        environment["PYTHONPATH"] = os.pathsep.join(
+            [str(root), *filter(None, [environment.get("PYTHONPATH")])]
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", SNAPSHOT_SCRIPT],
+            capture_output=True,
+            text=True,
+            env=environment,
+            check=True,
+        )
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    snapshot = json.loads(outputs[0])[0]
+    assert any(block["hash"] for block in snapshot["pool"]["blocks"])

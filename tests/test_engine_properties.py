@@ -83,6 +83,7 @@ def setups(draw: st.DrawFn, *, pool: str) -> Setup:
         max_draft_nodes=draw(st.sampled_from([1, 3, 16])),
         max_batch_tokens=draw(st.integers(1, 16)),
         block_size=block_size,
+        draft_context=draw(st.sampled_from([None, None, 1, 3])),
     )
     if pool == "roomy":  # never short of blocks, cache slots or history
         config.update(
