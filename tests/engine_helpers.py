@@ -169,6 +169,8 @@ def check_block_invariants(engine: Engine) -> dict[str, Any]:
     assert counts["queued"] + counts["running"] + counts["finished"] == len(snapshot["requests"])
     undo = snapshot["undo"]
     assert 0 <= undo["available"] <= max(undo["depth"], 0), undo
+    assert undo["available"] == engine.undo_available
+    assert snapshot["idle"] == engine.idle == (not queue)
     return snapshot
 
 

@@ -94,6 +94,20 @@ def test_rollback_of_a_running_request_keeps_it_queued_and_exact(
     check_against_oracle(engine, other)
 
 
+def test_rollback_of_a_stopped_request_stops_again_at_eos() -> None:
+    engine = make_engine("close", dict(block_size=2, draft_width=4))
+    free_run = greedy_generate(engine.target, [3, 3, 7], max_tokens=10).tokens
+    eos_id = free_run[4]
+    rid = engine.submit([3, 3, 7], max_tokens=10, eos_id=eos_id)
+    drain(engine)
+    stopped = check_against_oracle(engine, rid)
+    assert stopped.finish_reason == "stop"
+    engine.rollback(rid, 3)
+    drain(engine)
+    again = check_against_oracle(engine, rid)
+    assert (again.tokens, again.finish_reason) == (stopped.tokens, "stop")
+
+
 def test_rollback_is_clamped_at_the_prompt() -> None:
     engine = make_engine("close", dict(block_size=2))
     rid = engine.submit([5, 5, 1], max_tokens=4)

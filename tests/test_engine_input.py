@@ -283,3 +283,10 @@ def test_state_comparison_refuses_different_sequences() -> None:
     right = greedy_generate(model, [1, 3], max_tokens=1).state
     with pytest.raises(ValueError, match="different token"):
         left.max_error(right)
+
+
+def test_generated_ids_never_collide_with_chosen_ones() -> None:
+    engine = Engine(TinyModel(), clock=ManualClock())
+    engine.submit([1], max_tokens=1, request_id="request-2")
+    generated = [engine.submit([1], max_tokens=1) for _ in range(3)]
+    assert "request-2" not in generated and len(set(generated)) == 3

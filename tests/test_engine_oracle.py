@@ -392,3 +392,26 @@ def test_small_pool_with_concurrent_admissions_stays_exact() -> None:
     engine.submit([2, 0, 1, 3, 1, 3], max_tokens=5)
     drain(engine, max_steps=100)
     assert len(check_all_finished(engine)) == 2
+
+
+# -- delivering results ----------------------------------------------------------------------------
+
+
+def test_run_delivers_each_result_once_and_generate_runs_everything() -> None:
+    target = TinyModel(seed=2)
+    engine = Engine(target, make_draft(target), clock=ManualClock())
+    assert engine.run() == [] and engine.idle
+    first = engine.submit([1, 2, 3], max_tokens=5)
+    second = engine.submit([4, 5], max_tokens=9)
+    partial = engine.run(max_steps=1)
+    assert all(r.request_id in (first, second) for r in partial)
+    rest = engine.run()
+    assert sorted(r.request_id for r in partial + rest) == sorted([first, second])
+    assert engine.run() == []
+    waiting = engine.submit([6], max_tokens=3)
+    result = engine.generate([7, 7], max_tokens=4)  # runs the waiting request too
+    assert engine.result(waiting).finish_reason == "length"
+    assert result == engine.result(result.request_id)
+    assert result.to_dict()["tokens"] == list(result.tokens)
+    for rid in (first, second, waiting, result.request_id):
+        check_against_oracle(engine, rid)

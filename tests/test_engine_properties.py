@@ -152,6 +152,7 @@ def apply(engine: Engine, clock: ManualClock, operations: list[Operation]) -> li
             else:
                 assert removed == view["generated"][len(view["generated"]) - len(removed) :]
                 assert len(removed) == min(operation[2], len(view["generated"]))
+                assert bool(removed) == view["can_rollback"]
         elif kind == "undo":
             if engine.undo_available:
                 engine.undo()

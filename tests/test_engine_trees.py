@@ -248,3 +248,44 @@ def test_replacement_commits_the_targets_token_at_the_first_miss() -> None:
             done += len(commit["tokens"])
     assert "replacement" in outcomes
     assert engine.result(rid).tokens == greedy
+
+
+@pytest.mark.parametrize(("max_active", "max_batch_tokens"), [(1, 16), (2, 16), (4, 2)])
+def test_admission_is_round_robin_without_starvation(
+    max_active: int, max_batch_tokens: int
+) -> None:
+    target = TinyModel(seed=1)
+    config = EngineConfig(max_active=max_active, max_batch_tokens=max_batch_tokens)
+    engine = Engine(target, make_draft(target), config=config, clock=ManualClock())
+    ids = [engine.submit([index, index + 1], max_tokens=10) for index in range(5)]
+    per_round = min(max_active, max_batch_tokens)
+    patience = -(-len(ids) // per_round)  # rounds until everyone had a turn
+    last_commit = dict.fromkeys(ids, 0)
+    for number, events in enumerate(rounds(engine), start=1):
+        committed = [c["request_id"] for c in events_of(events, "commit")]
+        assert len(committed) <= per_round
+        for rid in committed:
+            last_commit[rid] = number
+        for view in engine.snapshot()["requests"]:
+            if view["status"] != "finished":
+                assert number - last_commit[view["id"]] < patience, (number, last_commit)
+    check_all_finished(engine)
+
+
+def test_a_cost_curve_prices_the_chosen_total() -> None:
+    curve = ((1, 1.0), (3, 1.2), (6, 1.5), (12, 3.0))
+    config = EngineConfig(max_batch_tokens=12, draft_width=5, draft_branching=2, cost_curve=curve)
+    target = TinyModel(seed=3)
+    engine = Engine(target, make_draft(target, seed=4), config=config, clock=ManualClock())
+    for index in range(3):
+        engine.submit([index, 4, 4], max_tokens=8)
+    sizes = dict(curve)
+    for events in rounds(engine):
+        (budget,) = events_of(events, "budget")
+        assert budget["cost_source"] == "synthetic cost curve"
+        assert budget["graph_size"] in sizes and budget["graph_size"] >= budget["total"]
+        assert budget["estimated_cost"] == sizes[budget["graph_size"]]
+        # No smaller graph would hold the chosen total.
+        assert all(size < budget["total"] for size in sizes if size < budget["graph_size"])
+        assert budget["expected_tokens"] >= len(budget["requests"]) - 1e-9
+    check_all_finished(engine)
