@@ -77,7 +77,7 @@ def header(snapshot: dict[str, Any]) -> Table:
     grid.add_row(
         "speculation",
         f"acceptance {_percent(snapshot['acceptance'])} ({drafts['accepted']} of "
-        f"{drafts['proposed']} drafted tokens) · rolled back "
+        f"{drafts['verified']} verified, {drafts['proposed']} drafted) · rolled back "
         f"{requests['rolled_back_positions']} positions",
     )
     grid.add_row(

@@ -293,15 +293,15 @@ def perfetto_trace(session: Session) -> dict[str, Any]:
         series = {"requests": held, "cached": blocks["cached"], "retained": blocks["retained"]}
         events.append(_counter("blocks", ts, {**series, "free": blocks["free"]}))
         drafts = metrics["drafts"]
-        overall = drafts["accepted"] / drafts["proposed"] if drafts["proposed"] else 0.0
-        proposed = drafts["proposed"] - (previous["drafts"]["proposed"] if previous else 0)
+        overall = drafts["accepted"] / drafts["verified"] if drafts["verified"] else 0.0
+        verified = drafts["verified"] - (previous["drafts"]["verified"] if previous else 0)
         accepted = drafts["accepted"] - (previous["drafts"]["accepted"] if previous else 0)
         events.append(
             _counter(
                 "acceptance %",
                 ts,
                 {
-                    "this round": round(100 * accepted / proposed, 3) if proposed > 0 else 0.0,
+                    "this round": round(100 * accepted / verified, 3) if verified > 0 else 0.0,
                     "overall": round(100 * overall, 3),
                 },
             )

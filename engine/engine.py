@@ -430,7 +430,7 @@ class Engine:
                 }
             )
         metrics = self.metrics()
-        proposed = metrics["drafts"]["proposed"]
+        verified = metrics["drafts"]["verified"]
         return {
             "tick": self.tick,
             "clock": now,
@@ -447,7 +447,9 @@ class Engine:
                 for role, m in self.models.items()
             },
             "metrics": metrics,
-            "acceptance": metrics["drafts"]["accepted"] / proposed if proposed else None,
+            # Of the draft positions the target verified, the share it accepted (a tree's
+            # unverified nodes would make accepted/proposed look worse than speculation is).
+            "acceptance": metrics["drafts"]["accepted"] / verified if verified else None,
             "queue": list(self._queue),
             "pool": {
                 "num_blocks": self.config.num_blocks,
