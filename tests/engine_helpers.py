@@ -8,7 +8,7 @@ oracle is `greedy_generate`, which recomputes the whole sequence for every token
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from engine import Engine, Result, greedy_generate
@@ -28,6 +28,69 @@ class ManualClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+class Tripwire:
+    """Counts the calls made at one point of a round and raises on a chosen one."""
+
+    def __init__(
+        self, fire_at: int | None = None, failure: type[BaseException] = KeyboardInterrupt
+    ) -> None:
+        self.calls = 0
+        self.fire_at = fire_at
+        self.failure = failure
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.calls == self.fire_at:
+            raise self.failure(f"interrupted at call {self.calls}")
+
+
+class TrippingClock(ManualClock):
+    """A manual clock that can also trip a wire each time the engine reads it."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        super().__init__(now)
+        self.tripwire: Tripwire | None = None
+
+    def __call__(self) -> float:
+        if self.tripwire is not None:
+            self.tripwire()
+        return self.now
+
+
+def wire(owner: object, name: str, tripwire: Tripwire) -> Callable[[], None]:
+    """Route calls of `owner.name` through the tripwire; returns the function that unwires."""
+    original = getattr(owner, name)
+
+    def wired(*args: Any, **kwargs: Any) -> Any:
+        tripwire()
+        return original(*args, **kwargs)
+
+    setattr(owner, name, wired)
+    return lambda: delattr(owner, name)  # the class's own method shows through again
+
+
+INTERRUPT_POINTS = ("target forward", "draft forward", "clock", "allocate", "release", "hold")
+
+
+def install(
+    engine: Engine, clock: TrippingClock, where: str, tripwire: Tripwire
+) -> Callable[[], None]:
+    """Put a tripwire at one point of the engine's rounds; returns the function removing it."""
+    if where == "clock":
+        clock.tripwire = tripwire
+        return lambda: setattr(clock, "tripwire", None)
+    owner, name = {
+        "target forward": (engine.target, "forward_rows"),
+        "draft forward": (engine.draft, "forward_rows"),
+        # Pool hooks reach into one internal object on purpose: they are the only way to
+        # interrupt a round in the middle of its bookkeeping (space, commits, publication).
+        "allocate": (engine.pool, "allocate"),
+        "release": (engine.pool, "release"),
+        "hold": (engine.pool, "hold"),
+    }[where]
+    return wire(owner, name, tripwire)
 
 
 def request_view(snapshot: dict[str, Any], request_id: str) -> dict[str, Any]:

@@ -7,14 +7,19 @@ from typing import Any
 
 import pytest
 from engine_helpers import (
+    INTERRUPT_POINTS,
     ManualClock,
+    TrippingClock,
+    Tripwire,
     check_against_oracle,
     check_all_finished,
     check_block_invariants,
     check_nothing_orphaned,
     drain,
     events_of,
+    install,
     request_view,
+    wire,
 )
 
 from engine import Engine, EngineConfig, RequestError, TinyModel, greedy_generate, make_draft
@@ -432,93 +437,59 @@ def test_a_failing_draft_forward_finishes_only_that_request() -> None:
 # -- interrupts --------------------------------------------------------------------------------
 
 
-class FailingClock(ManualClock):
-    """A clock that raises on the n-th call while armed (snapshots disarm it)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.armed_for: int | None = None
-        self.failure: type[BaseException] = KeyboardInterrupt
-
-    def __call__(self) -> float:
-        if self.armed_for is not None:
-            self.armed_for -= 1
-            if self.armed_for == 0:
-                self.armed_for = None
-                raise self.failure("clock interrupted")
-        return self.now
-
-
 def arm_forward(model: TinyModel, call: int, failure: type[BaseException]) -> Callable[[], None]:
     """Make the model's `call`-th forward from now raise; returns a disarm function."""
-    original = model.forward_rows
-    calls = [0]
-
-    def forward_rows(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        if calls[0] == call:
-            raise failure("interrupted in forward")
-        return original(*args, **kwargs)
-
-    model.forward_rows = forward_rows  # type: ignore[method-assign]
-    return lambda: setattr(model, "forward_rows", original)
+    return wire(model, "forward_rows", Tripwire(call, failure))
 
 
-INTERRUPTS = [
-    ("target forward", 1, KeyboardInterrupt),
-    ("target forward", 1, SystemExit),
-    ("draft forward", 1, KeyboardInterrupt),  # catching up / the first tree level
-    ("draft forward", 3, KeyboardInterrupt),  # a deeper tree level
-    ("clock", 1, KeyboardInterrupt),  # the round's start
-    ("allocate", 1, KeyboardInterrupt),
-    ("allocate", 2, KeyboardInterrupt),
-]
-
-
-@pytest.mark.parametrize(("where", "call", "failure"), INTERRUPTS)
-@pytest.mark.parametrize("after_rounds", [0, 2])
-def test_an_interrupt_leaves_the_engine_as_before_the_round(
-    monkeypatch: pytest.MonkeyPatch,
-    where: str,
-    call: int,
-    failure: type[BaseException],
-    after_rounds: int,
-) -> None:
-    clock = FailingClock()
+def interrupt_scenario(after_rounds: int) -> tuple[Engine, TrippingClock]:
+    """Three requests (one restoring a cached prefix), `after_rounds` rounds in."""
+    clock = TrippingClock()
     target = TinyModel(seed=6)
-    draft = make_draft(target, seed=7)
     config = EngineConfig(block_size=2, draft_width=4, draft_branching=2)
-    engine = Engine(target, draft, config=config, clock=clock)
-    engine.generate([1, 2, 3, 4], max_tokens=3)  # a cached prefix: the first round restores
-    ids = [engine.submit(p, max_tokens=8) for p in ([1, 2, 3, 4, 5], [7, 7], [1, 2, 9])]
+    engine = Engine(target, make_draft(target, seed=7), config=config, clock=clock)
+    engine.generate([1, 2, 3, 4], max_tokens=3)
+    for prompt in ([1, 2, 3, 4, 5], [7, 7], [1, 2, 9]):
+        engine.submit(prompt, max_tokens=8)
     for _ in range(after_rounds):
         engine.step()
+    return engine, clock
+
+
+@pytest.mark.parametrize("where", INTERRUPT_POINTS)
+@pytest.mark.parametrize("which", ["first", "last"])
+@pytest.mark.parametrize("after_rounds", [0, 2])
+def test_an_interrupt_leaves_the_engine_as_before_the_round(
+    where: str, which: str, after_rounds: int
+) -> None:
+    check_interrupt(where, which, after_rounds, KeyboardInterrupt)
+
+
+@pytest.mark.parametrize("where", ["target forward", "release"])
+def test_system_exit_is_handled_like_an_interrupt(where: str) -> None:
+    check_interrupt(where, "last", 1, SystemExit)
+
+
+def check_interrupt(
+    where: str, which: str, after_rounds: int, failure: type[BaseException]
+) -> None:
+    # A dry run on an identical engine counts the calls this round makes at that point.
+    engine, clock = interrupt_scenario(after_rounds)
+    counter = Tripwire()
+    unwire = install(engine, clock, where, counter)
+    engine.step()
+    unwire()
+    assert counter.calls, f"this round never reaches {where}; the scenario needs updating"
+
+    engine, clock = interrupt_scenario(after_rounds)
     before, trace = engine.snapshot(), list(engine.trace)
     undo_before = engine.undo_available
-
-    disarm: Callable[[], None] = lambda: None  # noqa: E731
-    if where == "target forward":
-        disarm = arm_forward(target, call, failure)
-    elif where == "draft forward":
-        disarm = arm_forward(draft, call, failure)
-    elif where == "clock":
-        clock.armed_for = call
-    else:
-        original = engine.pool.allocate
-        calls = [0]
-
-        def allocate(count: int) -> list[int]:
-            calls[0] += 1
-            if calls[0] == call:
-                raise failure("interrupted while allocating")
-            return original(count)
-
-        monkeypatch.setattr(engine.pool, "allocate", allocate)
+    unwire = install(
+        engine, clock, where, Tripwire(1 if which == "first" else counter.calls, failure)
+    )
     with pytest.raises(failure):
         engine.step()
-    disarm()
-    clock.armed_for = None
-    monkeypatch.undo()
+    unwire()
 
     assert engine.snapshot() == before
     assert engine.undo_available == undo_before
@@ -529,7 +500,7 @@ def test_an_interrupt_leaves_the_engine_as_before_the_round(
     check_block_invariants(engine)
     check_nothing_orphaned(engine)
     drain(engine)
-    assert len(check_all_finished(engine)) == 1 + len(ids)
+    assert len(check_all_finished(engine)) == 4
 
 
 def test_repeated_interrupts_then_a_normal_run() -> None:

@@ -17,13 +17,16 @@ from typing import Any
 
 import pytest
 from engine_helpers import (
-    ManualClock,
+    INTERRUPT_POINTS,
+    TrippingClock,
+    Tripwire,
     check_all_finished,
     check_block_invariants,
     check_live_prefixes,
     check_nothing_orphaned,
     drain,
     events_of,
+    install,
     strip_clock,
 )
 from hypothesis import HealthCheck, Phase, example, given, settings
@@ -41,9 +44,19 @@ ARGUMENTS: dict[str, tuple[st.SearchStrategy[Any], ...]] = {
     "rollback": (st.integers(0, 7), st.integers(1, 4)),
     "undo": (),
     "clock": (st.sampled_from([0.5, 2.0, 3.0, 50.0, 150.0]),),
+    # A step interrupted at the n-th call made at one point of the round (if it gets there).
+    "interrupt": (st.sampled_from(INTERRUPT_POINTS), st.integers(1, 3)),
 }
 # Relative frequencies: mostly stepping, so that requests get somewhere between the other moves.
-EVERYTHING = {"submit": 3, "step": 7, "cancel": 1, "rollback": 2, "undo": 2, "clock": 1}
+EVERYTHING = {
+    "submit": 3,
+    "step": 7,
+    "cancel": 1,
+    "rollback": 2,
+    "undo": 2,
+    "clock": 1,
+    "interrupt": 2,
+}
 NO_HISTORY = {"submit": 3, "step": 7, "cancel": 1, "clock": 1}
 
 
@@ -63,7 +76,7 @@ class Setup:
     draft: str
     config: dict[str, Any]
 
-    def build(self, clock: ManualClock) -> Engine:
+    def build(self, clock: TrippingClock) -> Engine:
         target = TinyModel(seed=self.seed, window=self.window)
         draft = {
             "none": None,
@@ -120,7 +133,7 @@ def comparable(snapshot: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def apply(engine: Engine, clock: ManualClock, operations: list[Operation]) -> list[dict]:
+def apply(engine: Engine, clock: TrippingClock, operations: list[Operation]) -> list[dict]:
     """Run the operations, checking the invariants after each; returns all events."""
     before_steps: list[dict[str, Any]] = []  # snapshot before each step that undo can rewind
     events: list[dict] = []
@@ -162,6 +175,23 @@ def apply(engine: Engine, clock: ManualClock, operations: list[Operation]) -> li
                     engine.undo()
         elif kind == "clock":
             clock.advance(operation[1])
+        elif kind == "interrupt":
+            _, where, call = operation
+            if where == "draft forward" and engine.draft is None:
+                where = "target forward"
+            before = engine.snapshot()
+            unwire = install(engine, clock, where, Tripwire(call))
+            try:
+                round_events = engine.step()
+            except KeyboardInterrupt:
+                unwire()
+                assert engine.snapshot() == before, f"interrupt at {where} changed the engine"
+                assert engine.trace[-1]["kind"] == "step_aborted"
+            else:  # the round never made that many calls there: it simply ran
+                unwire()
+                events.extend(round_events)
+                before_steps.append(comparable(before))
+                del before_steps[: max(0, len(before_steps) - engine.undo_available)]
         check_block_invariants(engine)
         check_nothing_orphaned(engine)
         if kind in ("rollback", "undo"):
@@ -169,7 +199,7 @@ def apply(engine: Engine, clock: ManualClock, operations: list[Operation]) -> li
     return events
 
 
-def finish_and_check(engine: Engine, clock: ManualClock, *, rewind: bool) -> list[dict]:
+def finish_and_check(engine: Engine, clock: TrippingClock, *, rewind: bool) -> list[dict]:
     """Run everything to completion; every request must equal the oracle; nothing may leak.
 
     `rewind` then undoes every recorded round, which must also leave nothing orphaned.
@@ -204,7 +234,7 @@ COMMON = dict(
 def test_random_operations_with_room_keep_invariants_and_exactness(
     setup: Setup, operations: list[Operation]
 ) -> None:
-    clock = ManualClock()
+    clock = TrippingClock()
     engine = setup.build(clock)
     events = apply(engine, clock, operations)
     events += finish_and_check(engine, clock, rewind=True)
@@ -219,7 +249,7 @@ def test_random_operations_with_room_keep_invariants_and_exactness(
 def test_random_operations_on_a_small_pool_keep_invariants_and_exactness(
     setup: Setup, operations: list[Operation]
 ) -> None:
-    clock = ManualClock()
+    clock = TrippingClock()
     engine = setup.build(clock)
     apply(engine, clock, operations)
     finish_and_check(engine, clock, rewind=False)
@@ -260,7 +290,7 @@ KNOWN_UNDO_LEAK = (
 def test_random_operations_under_pressure_keep_invariants_and_exactness(
     setup: Setup, operations: list[Operation]
 ) -> None:
-    clock = ManualClock()
+    clock = TrippingClock()
     engine = setup.build(clock)
     apply(engine, clock, operations)
     finish_and_check(engine, clock, rewind=True)

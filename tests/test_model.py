@@ -234,19 +234,13 @@ def test_default_drafts_agree_between_40_and_90_percent_on_average() -> None:
     rates = []
     for seed in range(6):
         drafts = acceptance(TinyModel(seed=seed), make_draft(TinyModel(seed=seed)), EngineConfig())
-        assert drafts["reported"] == drafts["accepted"] / drafts["proposed"]
-        rates.append(drafts["accepted"] / drafts["verified"])
+        assert drafts["reported"] == drafts["accepted"] / drafts["verified"]
+        rates.append(drafts["reported"])
     assert 0.4 <= sum(rates) / len(rates) <= 0.9, rates
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine issue: snapshot 'acceptance' is accepted/proposed, and a tree's proposed "
-    "nodes include every node the budget never verified; the default demo therefore reports "
-    "21% although 10 of its 13 verified drafts (77%) were accepted",
-)
 def test_the_default_demo_reports_an_acceptance_between_40_and_90_percent() -> None:
-    """The default scenario's models, settings and requests, replayed on the engine."""
+    """The default scenario's models, settings and requests, replayed on the engine alone."""
     target = TinyModel(seed=7)
     config = EngineConfig(
         max_batch_tokens=8,
@@ -256,7 +250,7 @@ def test_the_default_demo_reports_an_acceptance_between_40_and_90_percent() -> N
         max_draft_nodes=6,
         block_size=4,
         num_blocks=48,
-        cost_curve=((1, 1.0), (2, 1.2), (4, 1.4), (8, 2.5)),
+        cost_curve=((2, 1.0), (4, 1.1), (8, 1.3)),
     )
     clock = ManualClock()
     engine = Engine(target, make_draft(target, seed=8), config=config, clock=clock)
@@ -271,7 +265,12 @@ def test_the_default_demo_reports_an_acceptance_between_40_and_90_percent() -> N
     clock.now = 200.0
     engine.generate([1, 2, 3, 4], max_tokens=4)
     check_all_finished(engine)
-    assert 0.4 <= engine.snapshot()["acceptance"] <= 0.9
+    snapshot = engine.snapshot()
+    drafts = snapshot["metrics"]["drafts"]
+    # Acceptance counts only the drafts the target verified, not tree nodes left unverified.
+    assert snapshot["acceptance"] == drafts["accepted"] / drafts["verified"]
+    assert drafts["verified"] < drafts["proposed"]
+    assert 0.4 <= snapshot["acceptance"] <= 0.9, drafts
 
 
 def test_more_noise_means_less_agreement() -> None:
