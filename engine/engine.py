@@ -111,7 +111,6 @@ class _Plan:
     draft_out: Rows | None = None
     selected: list[int] = field(default_factory=list)
     item: RowBatchItem | None = None
-    new_blocks: list[int] = field(default_factory=list)
     frontier: list[int] = field(default_factory=list)  # newest draft nodes, to expand next
     draft_replay: int = 0  # leading draft rows that were consumer-only replays
     target_rows: dict[int, int] = field(default_factory=dict)  # tree node -> target row
@@ -770,11 +769,11 @@ class Engine:
             estimated_cost=budget.estimated_cost,
             cost_source="synthetic cost curve" if cfg.cost_curve else "no cost curve",
         )
-        ready = set()
+        reserved: set[int] = set()  # requests that already hold this round's space
         for plan in sorted(plans, key=lambda p: p.request.admitted):  # oldest gets space first
-            if plan.request.admitted and self._reserve(plan, plans):
-                ready.add(id(plan))
-        return [plan for plan in plans if id(plan) in ready]
+            if plan.request.admitted and self._reserve(plan, reserved):
+                reserved.add(id(plan.request))
+        return [plan for plan in plans if id(plan.request) in reserved]
 
     def _blocks_for(self, plan: _Plan, nodes: int) -> tuple[int, list[int]]:
         """New blocks a plan needs for `nodes` speculative rows, and blocks to copy first."""
@@ -790,10 +789,10 @@ class Engine:
         ]
         return max(0, needed - len(request.table)) + len(shared), shared
 
-    def _reserve(self, plan: _Plan, plans: list[_Plan]) -> bool:
+    def _reserve(self, plan: _Plan, reserved: set[int]) -> bool:
         """Get blocks for the plan's rows, shrinking its speculation to fit; False = deferred."""
         count, _ = self._blocks_for(plan, 0)
-        if not self._make_room(count, plans):
+        if not self._make_room(count, reserved):
             request = plan.request
             if request.admitted:  # not preempted itself: wait at the front of the queue
                 self._queue.appendleft(request.request_id)
@@ -811,7 +810,6 @@ class Engine:
         count, shared = self._blocks_for(plan, len(plan.selected))
         request = plan.request
         fresh = self.pool.allocate(count)
-        plan.new_blocks = fresh
         for index in shared:
             block = fresh.pop()
             self.pool.copy_block(request.table[index], block)
@@ -820,7 +818,7 @@ class Engine:
         request.table.extend(fresh)
         return True
 
-    def _make_room(self, count: int, plans: list[_Plan]) -> bool:
+    def _make_room(self, count: int, reserved: set[int]) -> bool:
         if count <= self.pool.free_count():
             return True
         while len(self._history) > 1 and count > self.pool.free_count():
@@ -836,7 +834,6 @@ class Engine:
             deficit -= sum(1 for b in entry.blocks if self.pool.refcount[b] == 1)
             self._drop_entry(entry, "evicted for space")
         if deficit > 0:
-            reserved = {id(p.request) for p in plans if p.new_blocks}
             victims = [
                 r
                 for r in self.requests.values()
