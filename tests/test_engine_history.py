@@ -423,7 +423,10 @@ def test_non_finite_logits_are_an_error_for_that_request_only() -> None:
     "healthy requests never finish (run() re-raises the draft's exception forever)",
 )
 def test_a_failing_draft_forward_finishes_only_that_request() -> None:
-    engine = make_engine("close", {})
+    target = TinyModel(seed=3)
+    # An independent draft keeps its own rows, so its first call for a request covers the
+    # whole prompt (position 0 included), where the poison is recognised.
+    engine = Engine(target, TinyModel(seed=99, depth=1), clock=ManualClock())
     assert engine.draft is not None
     bad = unused_token(engine.target, 6)
     poison(engine.draft, bad, lambda: RuntimeError("injected draft failure"))

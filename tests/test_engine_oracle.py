@@ -175,9 +175,10 @@ def test_random_draft_is_mostly_rejected_and_still_exact() -> None:
 
 
 @settings(
-    max_examples=30,
+    max_examples=40,
     deadline=None,
     derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(
@@ -190,6 +191,7 @@ def test_random_draft_is_mostly_rejected_and_still_exact() -> None:
     branching=st.integers(1, 3),
     nodes=st.sampled_from([1, 2, 5, 16]),
     max_active=st.integers(1, 4),
+    draft_context=st.sampled_from([None, None, 1, 3]),
     prompts=st.lists(
         st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=6), st.integers(0, 7)),
         min_size=1,
@@ -206,6 +208,7 @@ def test_random_configurations_match_oracle(
     branching: int,
     nodes: int,
     max_active: int,
+    draft_context: int | None,
     prompts: list[tuple[list[int], int]],
 ) -> None:
     target, draft_model = build_models(seed, window, draft)
@@ -215,6 +218,7 @@ def test_random_configurations_match_oracle(
         draft_width=draft_width,
         draft_branching=branching,
         max_draft_nodes=nodes,
+        draft_context=draft_context,
         block_size=block_size,
         num_blocks=256,
     )
