@@ -625,10 +625,15 @@ class Engine:
         cfg = self.config
         # A round that still computes the prompt (or replays it) verifies only its main position:
         # drafting then would repeat the prefill in the draft model for little gain.
+        # Grow no more than the round can verify: twice a request's fair share of the extra
+        # positions bounds its nodes and depth (a 64-request round drafts 2 nodes, not 16).
+        share = max(1, cfg.max_batch_tokens // len(plans) - 1)
+        node_cap = min(cfg.max_draft_nodes, 2 * share)
+        depth_cap = min(cfg.draft_width, node_cap)
         active = [
             p
             for p in plans
-            if min(cfg.draft_width, p.request.remaining - 1) > 0
+            if min(depth_cap, p.request.remaining - 1) > 0
             and self._cursor(p.request, "target") == [len(p.request.tokens) - 1] * 2
         ]
         if not active:
@@ -636,7 +641,7 @@ class Engine:
         role = "target" if self.draft_reads_target else "draft"
         items = [self._draft_item(plan.request, role) for plan in active]
         # Room for every row this round can add, so later levels never regrow the context.
-        tail = max(len(item.tokens) for item in items) + cfg.max_draft_nodes + 1
+        tail = max(len(item.tokens) for item in items) + node_cap + 1
         context = self.draft.batch_context(items, tail=tail)
         outputs = self.draft.forward_rows(items, context)
         self.counters["draft_forwards"] += 1
@@ -647,12 +652,12 @@ class Engine:
             plan.draft_rows[ROOT] = len(out) - 1
             self.counters["draft_rows"] += len(out)
             expanding.append([ROOT])
-        self._expand_level(active, expanding, [out.logits[-1:] for out in outputs])
-        for depth in range(1, cfg.draft_width):
+        self._expand_level(active, expanding, [out.logits[-1:] for out in outputs], node_cap)
+        for depth in range(1, depth_cap):
             expanding = []
             for plan in active:
-                room = len(plan.tree) - 1 < cfg.max_draft_nodes
-                deep_enough = depth < min(cfg.draft_width, plan.request.remaining - 1)
+                room = len(plan.tree) - 1 < node_cap
+                deep_enough = depth < min(depth_cap, plan.request.remaining - 1)
                 chosen = best_nodes(plan.tree, plan.frontier, cfg.draft_branching)
                 expanding.append(chosen if room and deep_enough else [])
             if not any(expanding):
@@ -669,7 +674,7 @@ class Engine:
                 plan.draft_item = item
                 plan.draft_out = Rows.concat([plan.draft_out, out])
                 self.counters["draft_rows"] += len(nodes)
-            self._expand_level(active, expanding, [out.logits for out in outputs])
+            self._expand_level(active, expanding, [out.logits for out in outputs], node_cap)
         for plan in active:
             proposed = len(plan.tree) - 1
             plan.request.proposed += proposed
@@ -677,7 +682,7 @@ class Engine:
             self._emit("draft", plan.request.request_id, **plan.tree.to_dict())
 
     def _expand_level(
-        self, plans: list[_Plan], expanding: list[list[int]], logits: list[np.ndarray]
+        self, plans: list[_Plan], expanding: list[list[int]], logits: list[np.ndarray], cap: int
     ) -> None:
         """Add children to every expanded node of every plan (one softmax/top-k for all)."""
         cfg = self.config
@@ -690,7 +695,7 @@ class Engine:
                 nodes,
                 probabilities[row : row + count],
                 top[row : row + count],
-                cfg.max_draft_nodes,
+                cap,
             )
             row += count
 
