@@ -362,6 +362,10 @@ PRESSURE = [
     ("close", dict(block_size=1, num_blocks=10, max_active=1, draft_width=4, undo_depth=0)),
     ("copy", dict(block_size=2, num_blocks=6, max_active=1, draft_width=2, draft_branching=2)),
     (None, dict(block_size=1, num_blocks=10, max_active=1, undo_depth=3)),
+    # Several requests per round compete for the same space.
+    (None, dict(block_size=2, num_blocks=8, max_active=4)),
+    ("close", dict(block_size=2, num_blocks=6, max_active=2, draft_width=3)),
+    ("close", dict(block_size=2, num_blocks=10, max_active=4, draft_width=4, undo_depth=0)),
 ]
 
 
@@ -383,12 +387,9 @@ def test_small_pool_evicts_and_preempts_and_stays_exact(
     assert len(check_all_finished(engine)) == 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: with max_active >= 2 a request that already reserved its blocks this "
-    "round can be preempted by a later one, then verified with an empty block table (IndexError)",
-)
 def test_small_pool_with_concurrent_admissions_stays_exact() -> None:
+    """Regression: a request that reserved its space this round was preempted by a later one
+    and then verified with an empty block table (IndexError)."""
     engine = Engine(
         TinyModel(seed=0), None, config=EngineConfig(block_size=4, num_blocks=3, undo_depth=0)
     )

@@ -5,9 +5,9 @@ every unfinished request's committed state must equal the oracle's; `undo()` mus
 exact snapshot taken before the step it rewinds; at the end every request is run to completion
 and compared with the greedy oracle (tokens and committed state).
 
-Three spaces are explored: plenty of room with every operation (rollback and undo included), a
-small pool one request at a time (preemption and eviction), and everything at once under
-pressure. The last one currently finds engine bugs and is marked xfail.
+Three spaces are explored: plenty of room with every operation (rollback, undo and interrupts
+included), a small pool without history operations (preemption and eviction), and everything at
+once under pressure. The last one currently finds engine bugs and is marked xfail.
 """
 
 from __future__ import annotations
@@ -102,9 +102,9 @@ def setups(draw: st.DrawFn, *, pool: str) -> Setup:
         config.update(
             max_active=draw(st.integers(1, 4)), num_blocks=2048 // block_size, undo_depth=1024
         )
-    elif pool == "small, one at a time":
+    elif pool == "small":
         config.update(
-            max_active=1,
+            max_active=draw(st.integers(1, 3)),
             num_blocks=draw(st.integers(2, 12)),
             block_size=draw(st.sampled_from([1, 2, 4])),
             undo_depth=draw(st.sampled_from([0, 1, 64])),
@@ -241,9 +241,17 @@ def test_random_operations_with_room_keep_invariants_and_exactness(
     assert not events_of(events, "preempt"), "the roomy space was meant to have room"
 
 
+# Regression: a request that reserved its space was preempted within the same round.
+PREEMPTED_READY_PLAN = (
+    Setup(0, 4, "none", dict(block_size=4, num_blocks=3, max_active=2, undo_depth=0)),
+    [("submit", [3, 1], 6, None), ("submit", [2, 0, 1, 3, 1, 3], 5, None)],
+)
+
+
 @settings(max_examples=60, **COMMON)
+@example(*PREEMPTED_READY_PLAN)
 @given(
-    setup=setups(pool="small, one at a time"),
+    setup=setups(pool="small"),
     operations=operation_lists(NO_HISTORY),
 )
 def test_random_operations_on_a_small_pool_keep_invariants_and_exactness(
@@ -255,11 +263,7 @@ def test_random_operations_on_a_small_pool_keep_invariants_and_exactness(
     finish_and_check(engine, clock, rewind=False)
 
 
-# Known failing interleavings (see the xfail tests in test_engine_history/test_engine_oracle).
-KNOWN_PREEMPTED_READY_PLAN = (
-    Setup(0, 4, "none", dict(block_size=4, num_blocks=3, max_active=2, undo_depth=0)),
-    [("submit", [3, 1], 6, None), ("submit", [2, 0, 1, 3, 1, 3], 5, None)],
-)
+# A known failing interleaving (see the xfail tests in test_engine_history).
 KNOWN_UNDO_LEAK = (
     Setup(0, 4, "none", dict(block_size=4, num_blocks=2)),
     [
@@ -276,12 +280,11 @@ KNOWN_UNDO_LEAK = (
 
 @pytest.mark.xfail(
     strict=True,
-    reason="engine bugs under pool pressure: a reserved request preempted in its own round "
-    "(IndexError), blocks leaked by undo/interrupt after history trimming, rollback raising "
-    "PoolExhausted on a full pool, undo restoring overwritten cache rows",
+    reason="engine bugs under pool pressure: blocks leaked by undo/interrupt after history "
+    "trimming (run() can then never finish), rollback raising PoolExhausted on a full pool, "
+    "undo restoring overwritten cache rows",
 )
 @settings(max_examples=40, phases=[Phase.explicit, Phase.generate], **COMMON)
-@example(*KNOWN_PREEMPTED_READY_PLAN)
 @example(*KNOWN_UNDO_LEAK)
 @given(
     setup=setups(pool="pressure"),
