@@ -171,7 +171,8 @@ def _memory_targets(memory: dict[str, Any]) -> list[dict[str, Any]]:
                 "decode-step transient at 4096 < half the target's history",
                 transient,
                 None if transient is None else transient < history / 2,
-                f"bytes allocated within one decode step (history = {history} bytes)",
+                f"largest bytes allocated within one decode round, the finishing round apart "
+                f"(history = {history} bytes)",
             )
         )
         peaks = sorted(
@@ -368,7 +369,9 @@ def _render_memory(memory: dict[str, Any]) -> str:
                     name,
                     "-",
                     _mb(m.get("traced_peak_bytes")),
-                    _mb(m.get("max_step_transient_bytes")),
+                    _mb(m.get("prefill_transient_bytes")),
+                    _kib(m.get("later_median_transient_bytes")),
+                    _kib(m.get("later_max_transient_bytes")),
                     "-",
                     _fmt(m.get("committed_tokens")),
                 ]
@@ -381,16 +384,30 @@ def _render_memory(memory: dict[str, Any]) -> str:
                     length,
                     _mb(m.get("traced_peak_bytes")),
                     _mb(m.get("prefill_transient_bytes")),
-                    _fmt(
-                        None
-                        if m.get("decode_max_transient_bytes") is None
-                        else m["decode_max_transient_bytes"] / 1024,
-                        ".0f",
-                    ),
+                    _kib(m.get("decode_median_transient_bytes")),
+                    _kib(m.get("decode_max_transient_bytes")),
+                    _kib(m.get("finish_step_transient_bytes")),
                     _fmt(m.get("committed_tokens")),
                 ]
             )
-    return "memory, ours (tracemalloc pass, separate from the timed runs):\n" + _table(
-        ["workload", "context", "peak MB", "max step/prefill MB", "decode step KiB", "tokens"],
-        rows,
+    return (
+        "memory, ours (tracemalloc pass, separate from the timed runs; 'step' = bytes allocated"
+        " within one round):\n"
+        + _table(
+            [
+                "workload",
+                "context",
+                "peak MB",
+                "prefill MB",
+                "step KiB median",
+                "decode KiB max",
+                "finish KiB",
+                "tokens",
+            ],
+            rows,
+        )
     )
+
+
+def _kib(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1024:.0f}"

@@ -159,13 +159,16 @@ def _run_summary(record: RunRecord) -> dict[str, Any]:
 
 
 def _memory_summary(record: RunRecord) -> dict[str, Any]:
-    transients = [s.transient_bytes or 0 for s in record.steps]
-    final = record.steps[-1].traced_bytes if record.steps else None
+    """Memory figures; the first round (which prefills every prompt) is kept apart."""
+    steps = record.steps
+    later = [s.transient_bytes or 0 for s in steps[1:]]
     return {
         "traced_peak_bytes": record.traced_peak_bytes,
-        "traced_final_bytes": final,
+        "traced_final_bytes": steps[-1].traced_bytes if steps else None,
         "committed_tokens": record.committed,
-        "max_step_transient_bytes": max(transients) if transients else None,
+        "prefill_transient_bytes": steps[0].transient_bytes if steps else None,
+        "later_max_transient_bytes": max(later) if later else None,
+        "later_median_transient_bytes": statistics.median(later) if later else None,
         "truncated": record.truncated,
     }
 
@@ -268,15 +271,20 @@ def _long_figures(record: RunRecord) -> dict[str, Any]:
 
 
 def _long_memory(record: RunRecord) -> dict[str, Any]:
+    """Memory figures; the finishing round is kept apart from the decode rounds.
+
+    Finishing a request legitimately copies its committed rows out of the pool once (so it can
+    still be inspected); a per-step whole-history copy would show in every decode round.
+    """
     steps = record.steps
-    decode_transients = [s.transient_bytes or 0 for s in steps[1:]]
+    decode, finish = steps[1:-1], steps[-1:] if len(steps) > 1 else []
+    transients = [s.transient_bytes or 0 for s in decode]
     return {
         "traced_peak_bytes": record.traced_peak_bytes,
         "prefill_transient_bytes": steps[0].transient_bytes if steps else None,
-        "decode_max_transient_bytes": max(decode_transients) if decode_transients else None,
-        "decode_mean_transient_bytes": (
-            sum(decode_transients) / len(decode_transients) if decode_transients else None
-        ),
+        "decode_max_transient_bytes": max(transients) if transients else None,
+        "decode_median_transient_bytes": statistics.median(transients) if transients else None,
+        "finish_step_transient_bytes": finish[0].transient_bytes if finish else None,
         "traced_final_bytes": steps[-1].traced_bytes if steps else None,
         "committed_tokens": record.committed,
         "truncated": record.truncated,
