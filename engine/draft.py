@@ -225,7 +225,12 @@ def accept(tree: DraftTree, verified: list[int], argmax: dict[int, int], eos_id:
 
 
 def validate_cost_curve(curve: object, max_batch_tokens: int) -> tuple[tuple[int, float], ...]:
-    points = tuple(tuple(p) for p in curve)  # type: ignore[union-attr]
+    try:
+        points = tuple(tuple(p) for p in curve)  # type: ignore[union-attr]
+    except TypeError:
+        raise ValueError(
+            f"cost_curve must be a sequence of (size, cost) pairs, got {curve!r}"
+        ) from None
     last = 0
     for point in points:
         if len(point) != 2:

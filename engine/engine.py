@@ -32,7 +32,7 @@ from .draft import (
     top_children,
 )
 from .kv import BlockPool
-from .model import RowBatchItem, Rows, State, Stored, TinyModel
+from .model import BatchContext, RowBatchItem, Rows, State, Stored, TinyModel
 
 Event = dict[str, Any]
 
@@ -96,6 +96,7 @@ class _Checkpoint:
     refcount: np.ndarray
     free: np.ndarray
     block_hash: list[str | None]
+    sealed: np.ndarray
     admissions: int
     released_after: list[int] = field(default_factory=list)
 
@@ -391,21 +392,9 @@ class Engine:
         freed = request.table[keep:]
         self.pool.release(freed)
         del request.table[keep:]
-        if self._history and cursor % size and request.table:
-            # The history may still need the tail block's later rows: write into a copy.
-            (fresh,) = self._allocate_now(1)
-            self.pool.copy_block(request.table[-1], fresh)
-            self.pool.release([request.table[-1]])
-            freed.append(request.table[-1])
-            request.table[-1] = fresh
+        # The kept tail block's later rows stay sealed: the next write there goes to a copy,
+        # so the undo history and any cache entry keep what they saw.
         return freed
-
-    def _allocate_now(self, count: int) -> list[int]:
-        while count > self.pool.free_count() and len(self._history) > 1:
-            self._trim_history(len(self._history) - 1)
-        while count > self.pool.free_count() and self._history:
-            self._trim_history(0)  # rewinding further back would need the blocks we take
-        return self.pool.allocate(count)
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-serialisable view of the whole engine, for viewers and exports."""
@@ -537,7 +526,7 @@ class Engine:
         except BaseException as failure:
             self._restore(checkpoint)
             self._history.pop()
-            self._resume_retention()
+            self._after_rewind()
             self._emit("step_aborted", None, error_type=type(failure).__name__)
             raise
         self._trim_history(self.config.undo_depth)
@@ -554,6 +543,9 @@ class Engine:
         plans = [_Plan(r, DraftTree.rooted(r.tokens[-1])) for r in batch]
         if self.draft is not None:
             self._grow_trees(plans)
+            plans = [p for p in plans if p.request.status != "finished"]
+            if not plans:
+                return
         plans = self._plan_verification(plans)
         if not plans:
             return
@@ -643,19 +635,21 @@ class Engine:
         # Room for every row this round can add, so later levels never regrow the context.
         tail = max(len(item.tokens) for item in items) + node_cap + 1
         context = self.draft.batch_context(items, tail=tail)
-        outputs = self.draft.forward_rows(items, context)
-        self.counters["draft_forwards"] += 1
+        outputs = self._draft_outputs(active, items, context)
         expanding = []
         for plan, item, out in zip(active, items, outputs):
             plan.draft_item, plan.draft_out = item, out
             plan.draft_replay = item.replay
             plan.draft_rows[ROOT] = len(out) - 1
             self.counters["draft_rows"] += len(out)
-            expanding.append([ROOT])
+            expanding.append([ROOT] if len(out) else [])
         self._expand_level(active, expanding, [out.logits[-1:] for out in outputs], node_cap)
         for depth in range(1, depth_cap):
             expanding = []
             for plan in active:
+                if plan.request.status == "finished":  # its draft failed this round
+                    expanding.append([])
+                    continue
                 room = len(plan.tree) - 1 < node_cap
                 deep_enough = depth < min(depth_cap, plan.request.remaining - 1)
                 chosen = best_nodes(plan.tree, plan.frontier, cfg.draft_branching)
@@ -663,10 +657,9 @@ class Engine:
             if not any(expanding):
                 break
             items = [self._level_item(plan, nodes, depth) for plan, nodes in zip(active, expanding)]
-            outputs = self.draft.forward_rows(items, context)
-            self.counters["draft_forwards"] += 1
+            outputs = self._draft_outputs(active, items, context)
             for plan, nodes, item, out in zip(active, expanding, items, outputs):
-                if not nodes:
+                if not nodes or plan.request.status == "finished":
                     continue
                 base = len(plan.draft_out)
                 for offset, node in enumerate(nodes):
@@ -676,10 +669,29 @@ class Engine:
                 self.counters["draft_rows"] += len(nodes)
             self._expand_level(active, expanding, [out.logits for out in outputs], node_cap)
         for plan in active:
+            if plan.request.status == "finished":
+                continue
             proposed = len(plan.tree) - 1
             plan.request.proposed += proposed
             self.counters["proposed"] += proposed
             self._emit("draft", plan.request.request_id, **plan.tree.to_dict())
+
+    def _draft_outputs(
+        self, plans: list[_Plan], items: list[RowBatchItem], context: BatchContext
+    ) -> list[Rows]:
+        """A draft forward; a request whose draft fails finishes with an error (its rows are
+        replaced by empty ones so the batch keeps its shape for the next level)."""
+        assert self.draft is not None
+        outputs = self._forward_isolated(self.draft, items, context)
+        self.counters["draft_forwards"] += 1
+        rows = []
+        for plan, out in zip(plans, outputs):
+            if isinstance(out, Exception):
+                if plan.request.status != "finished":
+                    self._finish(plan.request, "error", f"draft {type(out).__name__}: {out}")
+                out = Rows.empty(self.draft.layout, 0)
+            rows.append(out)
+        return rows
 
     def _expand_level(
         self, plans: list[_Plan], expanding: list[list[int]], logits: list[np.ndarray], cap: int
@@ -703,6 +715,9 @@ class Engine:
         """The draft rows of `nodes` (all at `depth`), attending to this round's earlier rows."""
         item, tree = plan.draft_item, plan.tree
         assert item is not None and plan.draft_out is not None
+        if plan.request.status == "finished":  # its draft failed: a placeholder with no rows
+            empty = np.zeros(0, dtype=np.int64)
+            return replace(item, tokens=empty, positions=empty, parents=empty, replay=0)
         position = len(plan.request.tokens) - 1 + depth
         return RowBatchItem(
             context=item.context,
@@ -790,7 +805,7 @@ class Engine:
         shared = [
             index
             for index in range(first // size, min(len(request.table), needed))
-            if self.pool.refcount[request.table[index]] > 1
+            if self.pool.must_copy(request.table[index], max(0, first - index * size))
         ]
         return max(0, needed - len(request.table)) + len(shared), shared
 
@@ -815,11 +830,15 @@ class Engine:
         count, shared = self._blocks_for(plan, len(plan.selected))
         request = plan.request
         fresh = self.pool.allocate(count)
+        first = min(c[1] for c in request.cursors.values())
         for index in shared:
             block = fresh.pop()
             self.pool.copy_block(request.table[index], block)
             self.pool.release([request.table[index]])
             request.table[index] = block
+            # The copy is this request's alone: only the rows it keeps are sealed.
+            kept = min(self.config.block_size, max(0, first - index * self.config.block_size))
+            self.pool.sealed[block] = kept
         request.table.extend(fresh)
         return True
 
@@ -875,12 +894,11 @@ class Engine:
     def _verify_and_commit(self, plans: list[_Plan], now: float) -> None:
         for plan in plans:
             plan.item = self._verify_item(plan)
-        outputs = self._forward_isolated(plans)
+        outputs = self._forward_isolated(self.target, [p.item for p in plans])  # type: ignore[misc]
         self.counters["target_forwards"] += 1
         for plan, out in zip(plans, outputs):
-            request = plan.request
-            if isinstance(out, BaseException):
-                self._finish(request, "error", f"{type(out).__name__}: {out}")
+            if isinstance(out, Exception):
+                self._finish(plan.request, "error", f"{type(out).__name__}: {out}")
                 continue
             self._commit(plan, out, now)
 
@@ -905,22 +923,23 @@ class Engine:
             parents=np.concatenate([base.parents, parents]).astype(np.int64),
         )
 
-    def _forward_isolated(self, plans: list[_Plan]) -> list[Rows | BaseException]:
-        """One batched forward; if it fails, find the failing requests one by one."""
-        items = [p.item for p in plans]
+    def _forward_isolated(
+        self, model: TinyModel, items: list[RowBatchItem], context: BatchContext | None = None
+    ) -> list[Rows | Exception]:
+        """One batched forward; if it fails, find the failing requests one by one, so a
+        failure finishes only its own request."""
         try:
-            outputs: list[Rows | BaseException] = list(self.target.forward_rows(items))  # type: ignore[arg-type]
+            outputs: list[Rows | Exception] = list(model.forward_rows(items, context))
         except Exception:
             outputs = []
             for item in items:
                 try:
-                    (out,) = self.target.forward_rows([item])  # type: ignore[list-item]
-                    outputs.append(out)
+                    outputs.extend(model.forward_rows([item]))
                 except Exception as error:
                     outputs.append(error)
         for index, out in enumerate(outputs):
             if isinstance(out, Rows) and not np.isfinite(out.logits).all():
-                outputs[index] = FloatingPointError("target produced non-finite logits")
+                outputs[index] = FloatingPointError("the model produced non-finite logits")
         return outputs
 
     def _commit(self, plan: _Plan, out: Rows, now: float) -> None:
@@ -979,6 +998,7 @@ class Engine:
         if dropped:
             self.pool.release(dropped)
             del request.table[keep_blocks:]
+        self.pool.seal(request.table, consumer, cursor)
         self._hash_full_blocks(request, cursor)
         request.last_commit = {
             "round": self.tick,
@@ -1135,11 +1155,22 @@ class Engine:
             refcount=self.pool.refcount.copy(),
             free=self.pool.free.copy(),
             block_hash=list(self.pool.block_hash),
+            sealed=self.pool.sealed.copy(),
             admissions=self._admissions,
         )
         self._history.append(checkpoint)
         self._resume_retention()
         return checkpoint
+
+    def _after_rewind(self) -> None:
+        """After undo or an aborted round: blocks the checkpoint saw as retained for history
+        that no longer exists (it was trimmed for space meanwhile) become free again."""
+        self._resume_retention()
+        needed = {b for c in self._history for b in c.released_after}
+        pool = self.pool
+        for block in np.flatnonzero(~pool.free & (pool.refcount == 0)):
+            if int(block) not in needed:
+                pool.free[block] = True
 
     def _resume_retention(self) -> None:
         if self._history:
@@ -1163,6 +1194,7 @@ class Engine:
         self.pool.refcount = checkpoint.refcount.copy()
         self.pool.free = checkpoint.free.copy()
         self.pool.block_hash = list(checkpoint.block_hash)
+        self.pool.sealed = checkpoint.sealed.copy()
         self._admissions = checkpoint.admissions
 
     def _trim_history(self, depth: int) -> None:
@@ -1181,7 +1213,7 @@ class Engine:
         checkpoint = self._history.pop()
         undone = self.trace[checkpoint.trace_length :]
         self._restore(checkpoint)
-        self._resume_retention()
+        self._after_rewind()
         return undone
 
     # -- helpers ----------------------------------------------------------------------------

@@ -76,6 +76,10 @@ class BlockPool:
         self.refcount = np.zeros(num_blocks, dtype=np.int64)
         self.free = np.ones(num_blocks, dtype=bool)
         self.block_hash: list[str | None] = [None] * num_blocks
+        # Leading slots of each block holding committed rows. They stay immutable until the block
+        # is freed and reused: a write below this mark must go to a copy, because a request, a
+        # cache entry or the undo history may still read those rows.
+        self.sealed = np.zeros(num_blocks, dtype=np.int64)
         # Blocks released since the newest history mark; they stay out of the free list until
         # the history that may still need their rows is dropped.
         self.retain_releases = False
@@ -92,6 +96,7 @@ class BlockPool:
             raise PoolExhausted(f"need {count} blocks, {len(ids)} free")
         self.free[ids] = False
         self.refcount[ids] = 1
+        self.sealed[ids] = 0
         for block in ids:
             self.block_hash[block] = None
         return [int(b) for b in ids]
@@ -110,6 +115,17 @@ class BlockPool:
                     self.released.append(block)
                 else:
                     self.free[block] = True
+
+    def seal(self, table: list[int], start: int, stop: int) -> None:
+        """Mark positions [start, stop) of a block table as committed."""
+        size = self.block_size
+        for index in range(start // size, -(-stop // size)):
+            block = table[index]
+            self.sealed[block] = max(self.sealed[block], min(size, stop - index * size))
+
+    def must_copy(self, block: int, first_offset: int) -> bool:
+        """Writing from `first_offset` on into `block` would change rows someone may read."""
+        return bool(self.refcount[block] > 1 or self.sealed[block] > first_offset)
 
     def give_back(self, blocks: list[int]) -> None:
         """Return retained blocks (refcount 0) to the free list."""
@@ -154,6 +170,7 @@ class BlockPool:
         for store in self.stores.values():
             store.copy_slots(src, dst)
         self.block_hash[target] = self.block_hash[source]
+        self.sealed[target] = self.sealed[source]
 
     # -- views ------------------------------------------------------------------------------
 

@@ -398,8 +398,11 @@ class TinyModel:
         return self._identity
 
     def check_tokens(self, tokens: object, what: str = "tokens") -> tuple[int, ...]:
-        if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__iter__"):
-            raise ValueError(f"{what} must be a sequence of token ids, got {tokens!r}")
+        if not isinstance(tokens, (list, tuple, range, np.ndarray)):
+            raise ValueError(
+                f"{what} must be a sequence (list, tuple or array) of token ids, "
+                f"got {type(tokens).__name__}"
+            )
         values = list(tokens)  # type: ignore[call-overload]
         if not values:
             raise ValueError(f"{what} must not be empty")

@@ -163,11 +163,6 @@ def test_rollback_of_cancelled_or_unknown_requests_raises_and_changes_nothing() 
     assert request_view(before, cancelled)["can_rollback"] is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: rollback when the pool has no free block raises the internal "
-    "engine.kv.PoolExhausted after already removing the tokens (not atomic, no event)",
-)
 def test_rollback_on_a_full_pool_succeeds_or_changes_nothing() -> None:
     config = EngineConfig(block_size=2, num_blocks=3)
     engine = Engine(TinyModel(seed=0), None, config=config, clock=ManualClock())
@@ -287,12 +282,6 @@ def test_undo_with_no_history_explains_why() -> None:
         engine.undo()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: a round may write into a block whose refcount fell to 1 during that "
-    "round (cache entry evicted) while the undo history still needs its rows; undo then "
-    "restores a cache entry with overwritten rows and later restores give wrong tokens",
-)
 def test_undo_after_a_cache_eviction_keeps_restored_entries_exact() -> None:
     target = TinyModel(seed=0)
     engine = Engine(
@@ -311,12 +300,6 @@ def test_undo_after_a_cache_eviction_keeps_restored_entries_exact() -> None:
     check_against_oracle(engine, d)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: a round that trimmed older history under pool pressure gives their "
-    "retained blocks back; undoing that round marks them retained again with no history left "
-    "to free them, so they leak and a request needing the whole pool never runs",
-)
 def test_undo_after_history_was_trimmed_for_space_leaks_nothing() -> None:
     clock = ManualClock()
     engine = Engine(
@@ -417,11 +400,6 @@ def test_non_finite_logits_are_an_error_for_that_request_only() -> None:
     check_against_oracle(engine, healthy)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: a draft forward failure is not isolated; it aborts every round, so "
-    "healthy requests never finish (run() re-raises the draft's exception forever)",
-)
 def test_a_failing_draft_forward_finishes_only_that_request() -> None:
     target = TinyModel(seed=3)
     # An independent draft keeps its own rows, so its first call for a request covers the
@@ -523,12 +501,6 @@ def test_repeated_interrupts_then_a_normal_run() -> None:
     assert [check_against_oracle(engine, rid).finish_reason for rid in ids] == ["length"] * 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: an interrupt in a round that trimmed older history for space restores "
-    "the pool's free map with blocks marked retained that no history will ever free (leak); "
-    "here the only queued request then needs the lost block and never runs",
-)
 def test_an_interrupt_after_trimming_history_for_space_leaks_nothing() -> None:
     clock = ManualClock()
     target = TinyModel(seed=0)

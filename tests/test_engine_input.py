@@ -179,11 +179,6 @@ def test_config_rejects_bad_cost_curves(curve: object, match: str) -> None:
         EngineConfig(cost_curve=curve)  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: a cost_curve that is not iterable, or has non-iterable points, raises "
-    "TypeError from tuple() instead of a ValueError naming cost_curve",
-)
 @pytest.mark.parametrize("curve", [5, [3], [None]])
 def test_config_rejects_non_iterable_cost_curves_with_value_error(curve: object) -> None:
     with pytest.raises(ValueError, match="cost_curve"):
