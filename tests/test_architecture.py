@@ -8,8 +8,7 @@ import pytest
 
 def _loaded_after_import(module: str) -> set[str]:
     code = (
-        f"import sys, {module}; "
-        "print(','.join(sorted({m.split('.')[0] for m in sys.modules})))"
+        f"import sys, {module}; print(','.join(sorted({{m.split('.')[0] for m in sys.modules}})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return set(out.stdout.strip().split(","))
@@ -23,7 +22,16 @@ def test_engine_loads_neither_textual_nor_rich() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["deepinfer_tui.session", "deepinfer_tui.scenario", "deepinfer_tui.describe"],
+    [
+        "deepinfer_tui.session",
+        "deepinfer_tui.scenario",
+        "deepinfer_tui.describe",
+        "deepinfer_tui.guide",
+        "deepinfer_tui.replay",
+        "deepinfer_tui.export",
+        "deepinfer_tui.document",
+        "deepinfer_tui.cli",
+    ],
 )
 def test_debugger_core_never_imports_textual(module: str) -> None:
     assert "textual" not in _loaded_after_import(module)
