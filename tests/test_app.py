@@ -9,6 +9,7 @@ import pytest
 from textual.widgets import Input
 
 from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.describe import describe
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.screens.help import HelpScreen
@@ -33,7 +34,29 @@ def cell(app: DebuggerApp, request_id: str, column: str) -> str:
 
 
 def log_text(app: DebuggerApp) -> str:
-    return "\n".join(line.text for line in app.query_one(CommitLog).lines)
+    return "\n".join(app.query_one(CommitLog).lines)
+
+
+def visible_rows(log: CommitLog) -> list[str]:
+    """The log's rows as drawn on screen now (Line API), trailing blanks dropped."""
+    height = log.scrollable_content_region.height
+    return [log.render_line(y).text.rstrip() for y in range(height)]
+
+
+def every_log_row(log: CommitLog) -> list[str]:
+    """All rows of the log, top to bottom, read by scrolling through it page by page."""
+    total = log.virtual_size.height
+    height = log.scrollable_content_region.height
+    rows: list[str] = []
+    for top in range(0, total, height):
+        log.scroll_to(y=top, animate=False)
+        skip = top - round(log.scroll_offset.y)  # the last page cannot scroll past the end
+        rows.extend(visible_rows(log)[skip : skip + min(height, total - top)])
+    return rows
+
+
+def described(app: DebuggerApp) -> list[str]:
+    return [describe(event) for event in app.session.log()]
 
 
 async def select(pilot: Any, app: DebuggerApp, request_id: str) -> None:
@@ -263,6 +286,57 @@ async def test_f_filters_the_log_to_the_selected_request() -> None:
         await pilot.press("f")
         assert app.query_one(CommitLog).filter_id is None
         assert "request-3" in log_text(app)
+
+
+async def test_the_log_follows_the_newest_event_to_the_end_of_the_scenario() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        log = app.query_one(CommitLog)
+        while app.session.can_step():
+            await pilot.press("space")
+            await pilot.pause()
+            assert log.lines == described(app)
+            # The newest event is the last thing drawn, however long the log has grown.
+            drawn = [row for row in visible_rows(log) if row]
+            assert described(app)[-1].endswith(drawn[-1])
+        assert log.virtual_size.height > log.scrollable_content_region.height  # it scrolled
+        assert f"{len(app.session.log())} events" in str(log.border_title)
+
+
+async def test_the_log_wraps_long_lines_inside_the_pane_at_80x24() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("space", "space", "t", "space")
+        await pilot.pause()
+        log = app.query_one(CommitLog)
+        width = log.scrollable_content_region.width
+        assert any(len(line) > width for line in described(app))  # something must wrap
+        rows = every_log_row(log)
+        assert rows and all(len(row) <= width for row in rows)
+        assert log.max_scroll_x == 0  # nothing hides to the right
+        # Wrapping only splits lines at spaces: every character is still on screen.
+        assert "".join(rows).replace(" ", "") == "".join(described(app)).replace(" ", "")
+
+
+async def test_undo_shortens_the_log_and_new_rounds_append_again() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        log = app.query_one(CommitLog)
+        await pilot.press("space", "space")
+        before = list(log.lines)
+        await pilot.press("space")
+        assert len(log.lines) > len(before)
+        await pilot.press("u")
+        await pilot.pause()
+        assert log.lines == before == described(app)
+        assert before[-1].endswith([row for row in visible_rows(log) if row][-1])
+        await pilot.press("space")
+        assert log.lines == described(app)
+        await select(pilot, app, "request-2")
+        await pilot.press("f", "u")  # undo while filtered keeps only request-2's older lines
+        assert log.lines == [
+            describe(e) for e in app.session.log() if e.get("request_id") == "request-2"
+        ]
 
 
 async def test_help_opens_and_closes() -> None:

@@ -1,12 +1,24 @@
-"""The commit log: one `describe()` line per event, newest last, appended incrementally."""
+"""The commit log: one `describe()` line per event, newest last.
+
+A Line-API widget: at 64 active requests a round adds ~200 events, so appending must not
+render anything. Events are described once (a plain string and a style name) and wrapped into
+screen rows with a width check (only over-long lines go through Rich's word wrap); `render_line`
+turns just the visible rows into strips and caches them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual.widgets import RichLog
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from ..describe import describe
 from .view import Event, View
@@ -27,50 +39,184 @@ KIND_STYLES: dict[str, str] = {
 }
 
 
-def log_line(event: Event) -> Text:
-    line = describe(dict(event))
-    style = KIND_STYLES.get(str(event.get("kind")), "")
+def line_style(event: Event) -> str:
+    """The style of an event's line: its kind's colour, red for a failed or cancelled finish."""
     if event.get("kind") == "finished" and event.get("finish_reason") in ("cancelled", "error"):
-        style = "red"
-    return Text(line, style=style)
+        return "red"
+    return KIND_STYLES.get(str(event.get("kind")), "")
 
 
-class CommitLog(RichLog):
-    """Appends only events it has not shown; rebuilds when the log shrank or the filter moved."""
+class LogLine(NamedTuple):
+    text: str
+    style: str
+
+
+class Row(NamedTuple):
+    """One screen row: a whole log line, or one piece of a wrapped one."""
+
+    line: int  # index into the shown lines
+    text: str
+
+
+class CommitLog(ScrollView, can_focus=True):
+    """Appends only events it has not shown; truncates on undo; rebuilds when the filter moves."""
+
+    DEFAULT_CSS = """
+    CommitLog {
+        background: $surface;
+        color: $foreground;
+        overflow-y: scroll;
+        overflow-x: hidden;
+        &:focus {
+            background-tint: $foreground 5%;
+        }
+    }
+    """
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(wrap=True, markup=False, highlight=False, max_lines=5000, **kwargs)
+        super().__init__(**kwargs)
         self._filter: str | None = None
-        self._shown = 0  # events of the (unfiltered) log already considered
-        self._last: Event | None = None  # the last considered event, to detect rewrites
+        self._events: list[Event] = []  # the (unfiltered) log prefix already considered
+        self._lines: list[LogLine] = []  # shown lines (filtered), oldest first
+        self._line_events: list[int] = []  # for each shown line, its index in `_events`
+        self._first_rows: list[int] = []  # for each shown line, its first screen row
+        self._rows: list[Row] = []
+        self._wrap_width = 0  # the width `_rows` were wrapped at (0: not laid out yet)
+        self._strips: LRUCache[int, Strip] = LRUCache(1024)  # row index -> unstyled strip
+        self._styles: dict[str, Style] = {}
+        self._following = True  # at the newest row: stay there when new rows come or we resize
         self.border_title = "Commit log"
+
+    # -- what tests and the app read ----------------------------------------------------------
 
     @property
     def filter_id(self) -> str | None:
         return self._filter
 
+    @property
+    def lines(self) -> list[str]:
+        """Every shown line's text (not only the visible ones), oldest first."""
+        return [line.text for line in self._lines]
+
+    # -- updating -----------------------------------------------------------------------------
+
     def show(self, view: View, filter_id: str | None) -> None:
         log: Sequence[Event] = view.log
-        rewritten = (
-            filter_id != self._filter
-            or len(log) < self._shown
-            or (self._shown > 0 and log[self._shown - 1] != self._last)
-        )
-        if rewritten:
-            self.clear()
-            self._shown = 0
+        if filter_id != self._filter:
+            self._truncate(0)
             self._filter = filter_id
-        fresh = [
-            log_line(event)
-            for event in log[self._shown :]
-            if filter_id is None or event.get("request_id") == filter_id
-        ]
+        else:
+            self._truncate(self._common_prefix(log))
+        fresh = range(len(self._events), len(log))
+        for index in fresh:
+            event = log[index]
+            self._events.append(event)
+            if filter_id is None or event.get("request_id") == filter_id:
+                self._append_line(index, LogLine(describe(dict(event)), line_style(event)))
+        self._update_virtual_size()
         if fresh:
-            # One write per refresh: RichLog measures and renders each write separately.
-            self.write(Text("\n").join(fresh))
-        self._shown = len(log)
-        self._last = log[-1] if log else None
+            # Newest last, always in view (the RichLog this replaces behaved the same way).
+            self._scroll_to_newest()
+            self.refresh()
         if filter_id is None:
             self.border_title = f"Commit log · {len(log)} events"
         else:
             self.border_title = f"Commit log · only {filter_id} (f: all)"
+
+    def _common_prefix(self, log: Sequence[Event]) -> int:
+        """How many of the considered events the new log still starts with.
+
+        The log only grows, or loses its tail on undo (or a replay frame back). Checking the
+        last shared position is enough for those; anything else rebuilds from scratch.
+        """
+        shared = min(len(log), len(self._events))
+        if shared == 0:
+            return 0
+        ours, theirs = self._events[shared - 1], log[shared - 1]
+        return shared if ours is theirs or ours == theirs else 0
+
+    def _truncate(self, events: int) -> None:
+        """Forget every event from index `events` on, with its lines and rows."""
+        if events >= len(self._events):
+            return
+        del self._events[events:]
+        keep = len(self._line_events)
+        while keep and self._line_events[keep - 1] >= events:
+            keep -= 1
+        rows = self._first_rows[keep] if keep < len(self._lines) else len(self._rows)
+        del self._lines[keep:], self._line_events[keep:], self._first_rows[keep:]
+        del self._rows[rows:]
+        self._strips.clear()
+        self._update_virtual_size()
+        self.refresh()
+
+    def _append_line(self, event_index: int, line: LogLine) -> None:
+        number = len(self._lines)
+        self._lines.append(line)
+        self._line_events.append(event_index)
+        self._first_rows.append(len(self._rows))
+        if self._wrap_width:
+            self._rows.extend(Row(number, text) for text in self._wrap(line.text))
+
+    def _wrap(self, text: str) -> list[str]:
+        if cell_len(text) <= self._wrap_width:
+            return [text]  # almost every line: no Rich work at all
+        return [piece.plain for piece in Text(text).wrap(self.app.console, self._wrap_width)]
+
+    def _rewrap(self) -> None:
+        self._rows.clear()
+        self._first_rows.clear()
+        for number, line in enumerate(self._lines):
+            self._first_rows.append(len(self._rows))
+            self._rows.extend(Row(number, text) for text in self._wrap(line.text))
+        self._strips.clear()
+        self._update_virtual_size()
+
+    def _update_virtual_size(self) -> None:
+        size = Size(self._wrap_width, len(self._rows))
+        if size != self.virtual_size:
+            self.virtual_size = size
+
+    # -- layout and rendering -----------------------------------------------------------------
+
+    def _scroll_to_newest(self) -> None:
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self._following = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._following = round(new_value) >= self.max_scroll_y
+
+    def on_resize(self) -> None:
+        width = self.scrollable_content_region.width
+        if width > 0 and width != self._wrap_width:
+            self._wrap_width = width
+            self._rewrap()
+        if self._following:
+            # Other panes grew or shrank (e.g. a new table row): keep the newest row in view.
+            self._scroll_to_newest()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+        self._strips.clear()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        row = self.scroll_offset.y + y
+        if row >= len(self._rows):
+            return Strip.blank(width, self.rich_style)
+        strip = self._strips.get(row)
+        if strip is None:
+            text = self._rows[row].text
+            style = self._style(self._lines[self._rows[row].line].style)
+            strip = Strip([Segment(text, style)], cell_len(text))
+            self._strips[row] = strip
+        # The widget's own style (colours, focus tint) goes under the line's, as in RichLog.
+        return strip.crop_extend(0, width, None).apply_style(self.rich_style)
+
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = Style.parse(name) if name else Style.null()
+        return style
