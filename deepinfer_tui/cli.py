@@ -39,6 +39,7 @@ from engine import EngineConfig, TinyModel, greedy_generate
 from . import __version__
 from .describe import describe
 from .export import ALL_FORMATS, export_all, parse_formats
+from .jsonfile import read_json
 from .replay import Replay, TraceError, load_trace
 from .scenario import Scenario, ScenarioError, default_scenario, load_scenario, parse_scenario
 from .session import Session
@@ -427,20 +428,7 @@ _REQUEST_FIELDS = {"prompt", "max_tokens", "eos_id", "id"}
 
 
 def _read_requests(path: str) -> list[dict[str, Any]]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a folder, not a requests file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: cannot read it ({error})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UsageError(
-            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
+    data = read_json(path, "requests file", UsageError)
     if not isinstance(data, list) or not data:
         raise UsageError(f'{path}: expected a non-empty JSON list like [{{"prompt": [1, 2, 3]}}]')
     requests = []

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .describe import describe
+from .jsonfile import read_json
 from .scenario import Scenario, ScenarioError, parse_scenario
 from .session import Session
 
@@ -100,23 +101,7 @@ class TraceFile:
 
 
 def load_trace(path: str | Path) -> TraceFile:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise TraceError(f"{path}: is a folder, not a trace file") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not a text file, so not a JSON trace") from None
-    except OSError as error:
-        raise TraceError(f"{path}: cannot read it ({error.strerror or error})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise TraceError(
-            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
+    data = read_json(path, "trace file", TraceError)
     return parse_trace(data, str(path))
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from engine import Engine, EngineConfig, TinyModel, make_draft
 
+from .jsonfile import read_json
+
 SCHEMA = 1
 
 
@@ -127,19 +129,7 @@ def default_scenario() -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScenarioError(f"{path}: cannot read it ({error})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ScenarioError(
-            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
+    data = read_json(path, "scenario", ScenarioError)
     return parse_scenario(data, str(path))
 
 
