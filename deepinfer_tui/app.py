@@ -234,12 +234,14 @@ class DebuggerApp(App[None]):
     def refresh_view(self) -> None:
         """Rebuild the view from the session/replay and let every pane render it."""
         self.view = self._build_view()
-        table = self.query_one(RequestTable)
-        table.show(self.view)
-        self.selected_id = table.selected_id
-        self.query_one(StatusBar).show(self.view)
-        self._show_selection()
-        self._refresh_bindings_if_changed()
+        # One batch: the panes' updates reach the screen together, in one repaint.
+        with self.batch_update():
+            table = self.query_one(RequestTable)
+            table.show(self.view)
+            self.selected_id = table.selected_id
+            self.query_one(StatusBar).show(self.view)
+            self._show_selection()
+            self._refresh_bindings_if_changed()
 
     def _show_selection(self) -> None:
         self.query_one(BlockMap).show(self.view, self.selected_id)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.segment import Segment
 from textual.widgets import Input
 
 from deepinfer_tui.app import DebuggerApp
@@ -55,6 +56,11 @@ def every_log_row(log: CommitLog) -> list[str]:
     return rows
 
 
+def drawn_table(table: RequestTable) -> list[list[Segment]]:
+    """The table's visible lines as drawn (Line API): segments with their styles."""
+    return [list(table.render_line(y)) for y in range(table.size.height)]
+
+
 def described(app: DebuggerApp) -> list[str]:
     return [describe(event) for event in app.session.log()]
 
@@ -93,6 +99,35 @@ async def test_step_advances_the_engine_and_updates_the_table_in_place() -> None
         assert restore["cache"] == "hot"  # it shares request-1's published prefix
         assert cell(app, "request-2", "cache") == f"hot{restore['reused_positions']}"
         assert "tick 2" in str(app.query_one(StatusBar).content)
+
+
+async def test_the_table_draws_the_current_counts_after_every_step() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(RequestTable)
+        while app.session.can_step():
+            await pilot.press("space")
+            await pilot.pause()
+            lines = ["".join(s.text for s in line).split() for line in drawn_table(table)]
+            for request in app.session.snapshot()["requests"]:
+                (row,) = [words for words in lines if words and words[0] == request["id"]]
+                assert f"{len(request['generated'])}/{request['max_tokens']}" in row
+                assert f"{request['accepted']}/{request['proposed']}" in row
+                assert str(len(request["blocks"])) in row
+
+
+async def test_the_table_draws_exactly_what_a_plain_data_table_draws() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space", "space", "down")
+        await pilot.pause()
+        table = app.query_one(RequestTable)
+        assert table.content_keyed and table.direct_text_cells  # on with this Textual
+        drawn = drawn_table(table)
+        # The same table with DataTable's own cache and Rich rendering of every cell.
+        table.content_keyed = table.direct_text_cells = False
+        table.notify_style_update()  # drops every cached cell and line
+        assert drawn_table(table) == drawn
 
 
 async def test_cancel_finishes_the_selected_queued_and_running_requests() -> None:

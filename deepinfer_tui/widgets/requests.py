@@ -11,9 +11,9 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
+from .keyed_table import ContentKeyedDataTable
 from .legend import CACHE_MARKS, status_mark
 from .view import View
 
@@ -62,7 +62,7 @@ def _text(cell: Cell) -> Text:
     return Text(cell[0], style=cell[1])
 
 
-class RequestTable(DataTable[Text]):
+class RequestTable(ContentKeyedDataTable[Text]):
     """Requests in submission order; `show(view)` diffs against what is on screen."""
 
     def __init__(self, **kwargs: Any) -> None:
