@@ -115,6 +115,7 @@ class _Plan:
     frontier: list[int] = field(default_factory=list)  # newest draft nodes, to expand next
     draft_replay: int = 0  # leading draft rows that were consumer-only replays
     target_rows: dict[int, int] = field(default_factory=dict)  # tree node -> target row
+    base_item: RowBatchItem | None = None  # the target's catch-up rows, built once a round
 
 
 class Engine:
@@ -163,6 +164,7 @@ class Engine:
         self._delivered: set[str] = set()
         self._queue: deque[str] = deque()
         self._history: deque[_Checkpoint] = deque()
+        self._round_context: tuple[tuple[int, ...], BatchContext] | None = None
         self._admissions = 0
         self.trace: list[Event] = []
         self.tick = 0
@@ -533,6 +535,7 @@ class Engine:
         return self.trace[start:]
 
     def _round(self) -> None:
+        self._round_context = None
         self.tick += 1
         now = self.now()
         for entry in self.cache.expire(now):
@@ -634,7 +637,17 @@ class Engine:
         items = [self._draft_item(plan.request, role) for plan in active]
         # Room for every row this round can add, so later levels never regrow the context.
         tail = max(len(item.tokens) for item in items) + node_cap + 1
-        context = self.draft.batch_context(items, tail=tail)
+        if self.draft_reads_target and self.config.draft_context is None:
+            # The draft reads exactly the target's stored rows: pad them once for both models
+            # (the draft sees the first layer's local columns of the same array).
+            shared = self.target.batch_context(items, tail=tail)
+            self._round_context = (tuple(id(plan) for plan in active), shared)
+            for plan, item in zip(active, items):
+                plan.base_item = item
+            layer = 2 * self.draft.width * self.draft.depth
+            context = replace(shared, local=shared.local[..., :layer])
+        else:
+            context = self.draft.batch_context(items, tail=tail)
         outputs = self._draft_outputs(active, items, context)
         expanding = []
         for plan, item, out in zip(active, items, outputs):
@@ -894,7 +907,11 @@ class Engine:
     def _verify_and_commit(self, plans: list[_Plan], now: float) -> None:
         for plan in plans:
             plan.item = self._verify_item(plan)
-        outputs = self._forward_isolated(self.target, [p.item for p in plans])  # type: ignore[misc]
+        context = None
+        if self._round_context is not None and self._round_context[0] == tuple(map(id, plans)):
+            context = self._round_context[1]  # the same requests the draft padded this round
+        self._round_context = None
+        outputs = self._forward_isolated(self.target, [p.item for p in plans], context)  # type: ignore[misc]
         self.counters["target_forwards"] += 1
         for plan, out in zip(plans, outputs):
             if isinstance(out, Exception):
@@ -903,9 +920,12 @@ class Engine:
             self._commit(plan, out, now)
 
     def _verify_item(self, plan: _Plan) -> RowBatchItem:
-        base = self._catch_up_item(plan.request, "target")
+        base = plan.base_item or self._catch_up_item(plan.request, "target")
         tree = plan.tree
         rows = {ROOT: len(base.tokens) - 1}
+        if not plan.selected:
+            plan.target_rows = rows
+            return base
         parents = []
         for offset, node in enumerate(plan.selected):
             rows[node] = len(base.tokens) + offset

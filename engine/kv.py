@@ -140,9 +140,12 @@ class BlockPool:
 
     def slots(self, table: list[int], start: int, stop: int) -> np.ndarray:
         """Slot indices of positions [start, stop) of a request with this block table."""
+        size = self.block_size
+        if stop - start == 1:  # the common decode case: one row
+            return np.array([table[start // size] * size + start % size])
         positions = np.arange(start, stop)
-        blocks = np.asarray(table, dtype=np.int64)[positions // self.block_size]
-        return blocks * self.block_size + positions % self.block_size
+        blocks = np.asarray(table, dtype=np.int64)[positions // size]
+        return blocks * size + positions % size
 
     def span(self, table: list[int], stop: int) -> np.ndarray | slice:
         """Slots of positions [0, stop): a zero-copy slice when the blocks are consecutive."""
@@ -150,8 +153,8 @@ class BlockPool:
         if needed == 0:
             return slice(0, 0)
         first = table[0]
-        if table[needed - 1] - first == needed - 1 and (
-            needed == 1 or np.all(np.diff(table[:needed]) == 1)
+        if table[needed - 1] - first == needed - 1 and table[:needed] == list(
+            range(first, first + needed)
         ):
             start = first * self.block_size
             return slice(start, start + stop)

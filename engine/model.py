@@ -25,7 +25,7 @@ RECOVERY_MODES = ("exact", "mask", "compact")
 _NEG = -1e300  # masked score; finite so that fully masked rows give zero weights, not NaN
 # Consumer layer i adds its update scaled by LAYER_DECAY**i: deeper layers refine rather than
 # rewrite, so a shallow draft built from the first layers agrees with the target often.
-LAYER_DECAY = 0.3
+LAYER_DECAY = 0.2
 # Positions enter through sinusoids of random frequencies; fast ones keep generations varied.
 POSITION_SCALE = 1.5
 
@@ -202,6 +202,13 @@ class Rows:
         return self._column(self.layout.logits)
 
 
+# Shared read-only empty arrays: the common "no earlier rows" case allocates nothing.
+_NO_INTS = np.zeros(0, dtype=np.int64)
+_NO_INTS.setflags(write=False)
+_NO_BOOLS = np.zeros(0, dtype=bool)
+_NO_BOOLS.setflags(write=False)
+
+
 @dataclass(frozen=True)
 class Stored:
     """A request's rows inside a pool, read lazily: a batch gathers only the columns its
@@ -227,6 +234,13 @@ class Stored:
         if isinstance(self.index, slice):
             return array[self.index.start + rows, columns]
         return array[self.index[rows], columns]
+
+    def gather_globals(self, out: np.ndarray) -> None:
+        """Copy the rows' global-attention columns into `out` (one pass, no temporary)."""
+        if isinstance(self.index, slice):
+            out[...] = self.store.globals[self.index]
+        else:
+            np.take(self.store.globals, self.index, axis=0, out=out)
 
 
 @dataclass(frozen=True)
@@ -274,9 +288,9 @@ class RowBatchItem:
     local_lower: int = 0  # bounded recovery: local attention never sees positions below this
     consumer_from: int = 0  # compact recovery: consumers skip rows below this position
     earlier: Rows | None = None  # rows computed by an earlier call this round (draft levels)
-    earlier_positions: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    earlier_parents: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    earlier_full: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    earlier_positions: np.ndarray = field(default_factory=lambda: _NO_INTS)
+    earlier_parents: np.ndarray = field(default_factory=lambda: _NO_INTS)
+    earlier_full: np.ndarray = field(default_factory=lambda: _NO_BOOLS)
 
     @property
     def encoder_length(self) -> int:
@@ -344,6 +358,7 @@ class TinyModel:
             frequency=rng.uniform(0.3, 3.0, w),
         )
         self.forward_calls = 0  # counts forward_rows calls (the engine batches one per round)
+        self._buffers: dict[str, np.ndarray] = {}
 
     # -- parameters and identity -------------------------------------------------------------
 
@@ -494,6 +509,20 @@ class TinyModel:
         self.forward_calls += 1
         return self.compute_rows(batch, context)
 
+    def _scratch(self, name: str, shape: tuple[int, int, int]) -> np.ndarray:
+        """A reusable work array (a view of a grow-only buffer). Rows a call does not write
+        keep finite values from earlier calls; every read of them is masked. Reusing the
+        memory avoids page-faulting fresh zeroed pages on every call."""
+        buffer = self._buffers.get(name)
+        if buffer is None or any(have < need for have, need in zip(buffer.shape, shape)):
+            grown = tuple(
+                max(need, have if buffer is not None else 0)
+                for need, have in zip(shape, buffer.shape if buffer is not None else shape)
+            )
+            buffer = np.zeros(grown)
+            self._buffers[name] = buffer
+        return buffer[: shape[0], : shape[1], : shape[2]]
+
     def batch_context(self, batch: list[RowBatchItem], tail: int = 0) -> BatchContext:
         """Pad the stored rows of a batch once; a single item is used without copying."""
         layout = self.layout
@@ -516,11 +545,14 @@ class TinyModel:
         size = len(batch)
         c_max = int(lengths.max())
         l_max = max(local_counts)
-        globals_ = np.zeros((size, c_max + tail, 4 * self.width))
+        globals_ = self._scratch("globals", (size, c_max + tail, 4 * self.width))
         local = np.zeros((size, l_max, 2 * self.depth * self.width))
         local_positions = np.full((size, l_max), _FAR, dtype=np.int64)
         for b, item in enumerate(batch):
-            globals_[b, : lengths[b]] = item.context.columns(layout.globals)
+            if isinstance(item.context, Stored):
+                item.context.gather_globals(globals_[b, : lengths[b]])
+            else:
+                globals_[b, : lengths[b]] = item.context.columns(layout.globals)
             count = local_counts[b]
             if count:
                 local[b, :count] = item.local.columns(layout.local)
@@ -630,7 +662,7 @@ class TinyModel:
         e_pos = np.full((size, e_max), _FAR, dtype=np.int64)
         e_full = np.zeros((size, e_max), dtype=bool)
         e_parent = np.full((size, e_max), -1, dtype=np.int64)
-        extras = np.zeros((size, e_max, layout.size))
+        extras = self._scratch("extras", (size, e_max, layout.size))
         e_pos[q_batch, e_new_rows] = positions[q_batch, q_rows]
         e_full[q_batch, e_new_rows] = q_full[q_batch, q_rows]
         e_parent[q_batch, e_new_rows] = np.concatenate([item.parents for item in batch])
