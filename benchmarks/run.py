@@ -80,9 +80,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="N",
         help="new tokens for the reference's long run at 4096 context (default: same as ours)",
     )
-    parser.add_argument("--draft-width", type=_positive_int, default=4)
+    parser.add_argument("--draft-width", type=_positive_int, default=2)
     parser.add_argument("--branching", type=_positive_int, default=1, help="our draft branching")
-    parser.add_argument("--max-draft-nodes", type=_positive_int, default=16)
+    parser.add_argument("--max-draft-nodes", type=_positive_int, default=2)
     parser.add_argument(
         "--undo-depth", type=int, default=None, help="our engine's undo_depth (default: engine's)"
     )

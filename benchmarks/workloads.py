@@ -49,9 +49,9 @@ class TuiShape:
 class Tuning:
     """Command-line overrides of the speculation and history settings (defaults: engine's)."""
 
-    draft_width: int = 4
+    draft_width: int = 2
     draft_branching: int = 1
-    max_draft_nodes: int = 16
+    max_draft_nodes: int = 2
     undo_depth: int | None = None
 
 
