@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from rich.segment import Segment
+from textual.app import App, ComposeResult
+from textual.strip import Strip
 from textual.widgets import Input
 
 from deepinfer_tui.app import DebuggerApp
@@ -17,6 +19,9 @@ from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar
+from deepinfer_tui.widgets.legend import BLOCK_MARKS
+from deepinfer_tui.widgets.pool_strip import PoolStrip
+from deepinfer_tui.widgets.view import View
 
 SIZE = (120, 40)
 
@@ -374,6 +379,107 @@ async def test_undo_shortens_the_log_and_new_rounds_append_again() -> None:
         ]
 
 
+GLYPHS = {mark.symbol for mark in BLOCK_MARKS.values()}
+
+
+def glyph_rows(strip: PoolStrip) -> list[Strip]:
+    """The drawn rows of block glyphs (the header rows above them hold words)."""
+    rows = [strip.render_line(y) for y in range(strip.size.height)]
+    return [row for row in rows if row.text.strip() and set(row.text) <= GLYPHS | {" "}]
+
+
+def drawn_glyphs(strip: PoolStrip) -> list[tuple[str, bool]]:
+    """Each drawn pool glyph, in order, with whether it is in reverse video."""
+    glyphs = []
+    for row in glyph_rows(strip):
+        for segment in row:
+            for character in segment.text:
+                if character != " ":
+                    glyphs.append((character, bool(segment.style and segment.style.reverse)))
+    return glyphs
+
+
+@pytest.mark.parametrize("size", [SIZE, (80, 24)])
+async def test_the_pool_strip_draws_every_block_in_groups_of_eight(size: tuple[int, int]) -> None:
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("space", "space")
+        await pilot.pause()
+        strip = app.query_one(PoolStrip)
+        pool = app.session.snapshot()["pool"]
+        mine = {block["id"] for block in request_view(app, "request-1")["blocks"]}
+        assert mine and app.selected_id == "request-1"
+        expected = [(BLOCK_MARKS[b["state"]].symbol, b["id"] in mine) for b in pool["blocks"]]
+        assert drawn_glyphs(strip) == expected
+        assert strip.render_line(0).text.startswith(f"pool · {pool['num_blocks']} blocks")
+        for row in glyph_rows(strip):
+            groups = row.text.rstrip().split(" ")
+            assert row.cell_length == strip.size.width
+            assert all(len(group) == 8 for group in groups[:-1]) and len(groups[-1]) <= 8
+        await select(pilot, app, "request-2")  # the reverse-video blocks follow the selection
+        theirs = {block["id"] for block in request_view(app, "request-2")["blocks"]}
+        assert [reverse for _, reverse in drawn_glyphs(strip)] == [
+            b["id"] in theirs for b in pool["blocks"]
+        ]
+
+
+async def test_one_keypress_is_one_refresh_and_unchanged_panes_are_not_redrawn() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        refreshes = 0
+        refresh_view = app.refresh_view
+
+        def counting_refresh_view() -> None:
+            nonlocal refreshes
+            refreshes += 1
+            refresh_view()
+
+        app.refresh_view = counting_refresh_view  # type: ignore[method-assign]
+        await pilot.press("space")
+        await pilot.pause()
+        assert refreshes == 1
+        await select(pilot, app, "request-3")  # cancelled by the scenario
+        assert refreshes == 1  # moving the cursor redraws the selection panes only
+        status = app.query_one(StatusBar).content
+        block_table = app.query_one(BlockMap).query_one("#block-table").content
+        await pilot.press("f")  # filters the log; nothing the other panes show changes
+        await pilot.pause()
+        assert app.query_one(BlockMap).query_one("#block-table").content is block_table
+        app.action_cancel_request()  # the request already finished: a refresh, no change
+        await pilot.pause()
+        assert refreshes == 2
+        assert app.query_one(StatusBar).content is status
+        assert app.query_one(BlockMap).query_one("#block-table").content is block_table
+
+
+async def test_the_draft_tree_gets_a_scrollbar_only_while_it_overflows() -> None:
+    class TreeOnly(App[None]):
+        CSS = "DraftTree { height: 5; width: 40; }"
+
+        def compose(self) -> ComposeResult:
+            yield DraftTree()
+
+    session = Session(default_scenario())
+    app = TreeOnly()
+    async with app.run_test(size=(80, 24)) as pilot:
+        tree = app.query_one(DraftTree)
+
+        async def show_round() -> None:
+            tree.show(View(session.snapshot(), session.log()), "request-1")
+            await pilot.pause()
+
+        session.step()
+        await show_round()
+        assert tree.last_line + 1 <= 5 and not tree.show_vertical_scrollbar
+        session.step()  # request-1's second round drafts a bigger tree than 5 rows hold
+        await show_round()
+        assert tree.last_line + 1 > 5
+        assert tree.show_vertical_scrollbar and tree.max_scroll_y == tree.last_line + 1 - 5
+        session.undo()
+        await show_round()
+        assert tree.last_line + 1 <= 5 and not tree.show_vertical_scrollbar
+
+
 async def test_help_opens_and_closes() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -504,7 +610,10 @@ async def test_replay_is_read_only_and_steps_through_frames() -> None:
     recorded = Session(default_scenario())
     for _ in range(3):
         recorded.step()
-    recorded.cancel("request-2")
+    # Cancel a request that is still active at this point of the scenario.
+    active = [r["id"] for r in recorded.snapshot()["requests"] if r["status"] != "finished"]
+    cancelled = active[0]
+    recorded.cancel(cancelled)
     replay = Replay(parse_trace(trace_data(recorded)))
     app = DebuggerApp(replay.session, replay=replay)
     async with app.run_test(size=SIZE) as pilot:
@@ -522,10 +631,10 @@ async def test_replay_is_read_only_and_steps_through_frames() -> None:
         await pilot.press("space", "space", "space", "space")
         assert replay.position == 4
         assert app.check_action("frame_forward", ()) is None
-        assert cell(app, "request-2", "finish") == "cancelled"
+        assert cell(app, cancelled, "finish") == "cancelled"
         await pilot.press("backspace")
         assert replay.position == 3
-        assert cell(app, "request-2", "finish") == ""
+        assert cell(app, cancelled, "finish") == ""
         # Mutating keys do nothing to the engine being replayed.
         tick = app.engine.tick
         await pilot.press("c", "b", "a", "t", "r")

@@ -11,9 +11,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from .legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, Legend, status_mark
+from .pool_strip import PoolStrip
+from .quiet import update_static
 from .view import RequestView, View
-
-POOL_GROUP = 8  # glyphs per group in the pool strip, so it wraps at readable boundaries
 
 
 def _this_round(request: RequestView, tick: int) -> Mapping[str, Any] | None:
@@ -119,49 +119,29 @@ def _no_blocks_reason(request: RequestView, view: View) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_pool_strip(view: View, request: RequestView | None) -> Text:
-    pool = view.snapshot.get("pool", {})
-    mine = {b["id"] for b in request.get("blocks", [])} if request else set()
-    text = Text()
-    text.append(
-        f"pool · {pool.get('num_blocks', 0)} blocks × {pool.get('block_size', 0)} slots"
-        " (reverse = this request's)\n",
-        style="bold",
-    )
-    # Runs of equal glyph+style become one span: pools hold thousands of blocks.
-    run_glyphs: list[str] = []
-    run_style = ""
-    for index, block in enumerate(pool.get("blocks", [])):
-        mark = BLOCK_MARKS.get(block["state"], BLOCK_MARKS["free"])
-        style = f"{mark.style} reverse" if block["id"] in mine else mark.style
-        boundary = index > 0 and index % POOL_GROUP == 0
-        if run_glyphs and (boundary or style != run_style):
-            text.append("".join(run_glyphs), style=run_style)
-            run_glyphs = []
-        if boundary:
-            text.append(" ")
-        run_style = style
-        run_glyphs.append(mark.symbol)
-    if run_glyphs:
-        text.append("".join(run_glyphs), style=run_style)
-    return text
-
-
 class BlockMap(VerticalScroll):
-    """Renders the selected request's blocks and the pool strip."""
+    """Renders the selected request's blocks and the pool strip; unchanged parts are not redrawn."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._table: Text | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="block-table")
-        yield Static(id="pool-strip")
+        yield PoolStrip(id="pool-strip")
         yield Legend(id="pool-legend")
 
     def show(self, view: View, request_id: str | None) -> None:
         request = view.request(request_id)
-        table = self.query_one("#block-table", Static)
         if request is None:
-            table.update(Text("no request selected", style="italic"))
-            self.border_title = "KV blocks"
+            table = Text("no request selected", style="italic")
+            title = "KV blocks"
         else:
-            table.update(render_block_table(request, view))
-            self.border_title = f"KV blocks · {request['id']}"
-        self.query_one("#pool-strip", Static).update(render_pool_strip(view, request))
+            table = render_block_table(request, view)
+            title = f"KV blocks · {request['id']}"
+        if table != self._table:
+            self._table = table
+            update_static(self.query_one("#block-table", Static), table)
+        if self.border_title != title:
+            self.border_title = title
+        self.query_one(PoolStrip).show(view, request)

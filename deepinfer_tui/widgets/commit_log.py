@@ -21,6 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..describe import describe
+from .quiet import set_scroll_extent
 from .view import Event, View
 
 KIND_STYLES: dict[str, str] = {
@@ -173,9 +174,9 @@ class CommitLog(ScrollView, can_focus=True):
         self._update_virtual_size()
 
     def _update_virtual_size(self) -> None:
-        size = Size(self._wrap_width, len(self._rows))
-        if size != self.virtual_size:
-            self.virtual_size = size
+        # The grid sets the log's box; overflow-x hidden and overflow-y scroll keep the
+        # scrollbars as they are: a growing log changes only its scroll range.
+        set_scroll_extent(self, Size(self._wrap_width, len(self._rows)))
 
     # -- layout and rendering -----------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.geometry import Region
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -72,10 +73,24 @@ class DraftTree(Tree[int]):
     ]
 
     def __init__(self, **kwargs: Any) -> None:
+        # Set before Tree's constructor, which already refreshes.
+        self._rebuilding = False  # inside show(): hold layout requests until the tree is built
+        self._layout_wanted = False
         super().__init__("no draft round yet", **kwargs)
         self.show_root = True
         self.guide_depth = 3
         self._signature: tuple[Any, ...] | None = None
+
+    def refresh(
+        self,
+        *regions: Region,
+        repaint: bool = True,
+        layout: bool = False,
+        recompose: bool = False,
+    ) -> DraftTree:
+        if layout and self._rebuilding:
+            self._layout_wanted, layout = True, False
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def show(self, view: View, request_id: str | None) -> None:
         request = view.request(request_id)
@@ -85,6 +100,24 @@ class DraftTree(Tree[int]):
         if signature == self._signature:
             return  # unchanged: keep the user's cursor and scroll position
         self._signature = signature
+        # Tree asks for a screen layout at every node it adds; a layout pass costs the
+        # keypress a second frame (it refreshes every scrollbar on screen). The pane's box is
+        # fixed by the grid, so a layout is only needed when scrollbars come or go.
+        had_scrollbars = self.show_vertical_scrollbar or self.show_horizontal_scrollbar
+        self._rebuilding, self._layout_wanted = True, False
+        try:
+            self._rebuild(view, request, tree)
+            _ = self.last_line  # builds the lines now, which sets the new virtual size
+        finally:
+            self._rebuilding = False
+        width, height = self.container_size
+        fits = self.virtual_size.width <= width and self.virtual_size.height <= height
+        if self._layout_wanted and (had_scrollbars or not fits or not self.is_mounted):
+            self.refresh(layout=True)
+
+    def _rebuild(
+        self, view: View, request: RequestView | None, tree: Mapping[str, Any] | None
+    ) -> None:
         self.clear()
         if request is None:
             self.root.set_label(Text("no request selected", style="italic"))

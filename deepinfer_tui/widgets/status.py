@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static
 
 from .legend import BLOCK_MARKS, STATUS_MARKS
+from .quiet import update_static
 from .view import View
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -31,10 +33,17 @@ def sparkline(values: Sequence[int], width: int = SPARK_WIDTH) -> str:
 
 
 class StatusBar(Static):
-    """Two lines of figures; rendered from the view alone."""
+    """Two lines of figures; rendered from the view alone, redrawn only when they change."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._shown: Text | None = None
 
     def show(self, view: View) -> None:
-        self.update(render_status(view))
+        text = render_status(view)
+        if text != self._shown:
+            self._shown = text
+            update_static(self, text)
 
 
 def render_status(view: View) -> Text:
