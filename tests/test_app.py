@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from rich.segment import Segment
 from textual.app import App, ComposeResult
+from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input
 
@@ -20,7 +21,6 @@ from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar
 from deepinfer_tui.widgets.legend import BLOCK_MARKS
-from deepinfer_tui.widgets.pool_strip import PoolStrip
 from deepinfer_tui.widgets.view import View
 
 SIZE = (120, 40)
@@ -49,16 +49,21 @@ def visible_rows(log: CommitLog) -> list[str]:
     return [log.render_line(y).text.rstrip() for y in range(height)]
 
 
-def every_log_row(log: CommitLog) -> list[str]:
-    """All rows of the log, top to bottom, read by scrolling through it page by page."""
-    total = log.virtual_size.height
-    height = log.scrollable_content_region.height
-    rows: list[str] = []
+def every_row(view: ScrollView) -> list[Strip]:
+    """All rows of a Line-API pane, top to bottom, read by scrolling through it page by page."""
+    total = view.virtual_size.height
+    height = view.scrollable_content_region.height
+    rows: list[Strip] = []
     for top in range(0, total, height):
-        log.scroll_to(y=top, animate=False)
-        skip = top - round(log.scroll_offset.y)  # the last page cannot scroll past the end
-        rows.extend(visible_rows(log)[skip : skip + min(height, total - top)])
+        view.scroll_to(y=top, animate=False)
+        skip = top - round(view.scroll_offset.y)  # the last page cannot scroll past the end
+        page = [view.render_line(y) for y in range(height)]
+        rows.extend(page[skip : skip + min(height, total - top)])
     return rows
+
+
+def every_log_row(log: CommitLog) -> list[str]:
+    return [row.text.rstrip() for row in every_row(log)]
 
 
 def drawn_table(table: RequestTable) -> list[list[Segment]]:
@@ -195,7 +200,7 @@ async def test_rollback_and_undo() -> None:
         assert cell(app, "request-1", "tokens") == f"{generated - 1}/8"
         assert "request-1 rollback: removed" in log_text(app)
         assert after["generated"] == tokens[:-1]
-        block_table = str(app.query_one(BlockMap).query_one("#block-table").content)
+        block_table = str(app.query_one(BlockMap).table)
         assert f"rolled back [{tokens[-1]}]" in block_table
 
         tick = app.engine.tick
@@ -284,7 +289,7 @@ async def test_selection_drives_the_detail_panes() -> None:
         await select(pilot, app, rejected["id"])
         blocks = app.query_one(BlockMap)
         assert rejected["id"] in str(blocks.border_title)
-        table_text = str(blocks.query_one("#block-table").content)
+        table_text = str(blocks.table)
         for block in rejected["blocks"]:
             assert f"#{block['id']} " in table_text
         for block_id in rejected["dropped_blocks"]:
@@ -382,16 +387,16 @@ async def test_undo_shortens_the_log_and_new_rounds_append_again() -> None:
 GLYPHS = {mark.symbol for mark in BLOCK_MARKS.values()}
 
 
-def glyph_rows(strip: PoolStrip) -> list[Strip]:
-    """The drawn rows of block glyphs (the header rows above them hold words)."""
-    rows = [strip.render_line(y) for y in range(strip.size.height)]
+def glyph_rows(blocks: BlockMap) -> list[Strip]:
+    """The drawn rows of block glyphs (the table, header and legend rows hold words)."""
+    rows = every_row(blocks)
     return [row for row in rows if row.text.strip() and set(row.text) <= GLYPHS | {" "}]
 
 
-def drawn_glyphs(strip: PoolStrip) -> list[tuple[str, bool]]:
+def drawn_glyphs(blocks: BlockMap) -> list[tuple[str, bool]]:
     """Each drawn pool glyph, in order, with whether it is in reverse video."""
     glyphs = []
-    for row in glyph_rows(strip):
+    for row in glyph_rows(blocks):
         for segment in row:
             for character in segment.text:
                 if character != " ":
@@ -405,22 +410,40 @@ async def test_the_pool_strip_draws_every_block_in_groups_of_eight(size: tuple[i
     async with app.run_test(size=size) as pilot:
         await pilot.press("space", "space")
         await pilot.pause()
-        strip = app.query_one(PoolStrip)
+        blocks = app.query_one(BlockMap)
         pool = app.session.snapshot()["pool"]
         mine = {block["id"] for block in request_view(app, "request-1")["blocks"]}
         assert mine and app.selected_id == "request-1"
         expected = [(BLOCK_MARKS[b["state"]].symbol, b["id"] in mine) for b in pool["blocks"]]
-        assert drawn_glyphs(strip) == expected
-        assert strip.render_line(0).text.startswith(f"pool · {pool['num_blocks']} blocks")
-        for row in glyph_rows(strip):
+        assert drawn_glyphs(blocks) == expected
+        header = f"pool · {pool['num_blocks']} blocks × {pool['block_size']} slots"
+        assert any(row.text.startswith(header) for row in every_row(blocks))
+        width = blocks.scrollable_content_region.width
+        for row in glyph_rows(blocks):
             groups = row.text.rstrip().split(" ")
-            assert row.cell_length == strip.size.width
+            assert row.cell_length == width
             assert all(len(group) == 8 for group in groups[:-1]) and len(groups[-1]) <= 8
         await select(pilot, app, "request-2")  # the reverse-video blocks follow the selection
         theirs = {block["id"] for block in request_view(app, "request-2")["blocks"]}
-        assert [reverse for _, reverse in drawn_glyphs(strip)] == [
+        assert [reverse for _, reverse in drawn_glyphs(blocks)] == [
             b["id"] in theirs for b in pool["blocks"]
         ]
+
+
+async def test_the_block_map_scrolls_through_table_pool_strip_and_legend() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        blocks = app.query_one(BlockMap)
+        await pilot.press("space", "space")
+        await pilot.pause()
+        rows = [row.text.rstrip() for row in every_row(blocks)]
+        # Table first, then a blank row, the pool strip and its legend, all reachable.
+        blank = rows.index("")
+        assert rows[0].startswith("request-1") and "round 2" in " ".join(rows[:blank])
+        assert rows[blank + 1].startswith("pool ·")
+        assert "committed" in rows[-2] + rows[-1] and "free" in rows[-2] + rows[-1]
+        assert blocks.show_vertical_scrollbar  # 80x24 cannot hold it all
+        assert blocks.max_scroll_y == len(rows) - blocks.scrollable_content_region.height
 
 
 async def test_one_keypress_is_one_refresh_and_unchanged_panes_are_not_redrawn() -> None:
@@ -441,15 +464,15 @@ async def test_one_keypress_is_one_refresh_and_unchanged_panes_are_not_redrawn()
         await select(pilot, app, "request-3")  # cancelled by the scenario
         assert refreshes == 1  # moving the cursor redraws the selection panes only
         status = app.query_one(StatusBar).content
-        block_table = app.query_one(BlockMap).query_one("#block-table").content
+        block_table = app.query_one(BlockMap).table
         await pilot.press("f")  # filters the log; nothing the other panes show changes
         await pilot.pause()
-        assert app.query_one(BlockMap).query_one("#block-table").content is block_table
+        assert app.query_one(BlockMap).table is block_table
         app.action_cancel_request()  # the request already finished: a refresh, no change
         await pilot.pause()
         assert refreshes == 2
         assert app.query_one(StatusBar).content is status
-        assert app.query_one(BlockMap).query_one("#block-table").content is block_table
+        assert app.query_one(BlockMap).table is block_table
 
 
 async def test_the_draft_tree_gets_a_scrollbar_only_while_it_overflows() -> None:

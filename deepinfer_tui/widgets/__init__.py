@@ -3,7 +3,6 @@
 from .blocks import BlockMap
 from .commit_log import CommitLog
 from .draft_tree import DraftTree
-from .legend import Legend
 from .requests import RequestTable
 from .status import StatusBar
 from .view import ReplayPosition, View
@@ -12,7 +11,6 @@ __all__ = [
     "BlockMap",
     "CommitLog",
     "DraftTree",
-    "Legend",
     "ReplayPosition",
     "RequestTable",
     "StatusBar",

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
+from rich.style import Style
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.visual import Visual, visualize
 
-from .legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, Legend, status_mark
-from .pool_strip import PoolStrip
-from .quiet import update_static
+from .legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
+from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
+from .quiet import set_scroll_extent
 from .view import RequestView, View
 
 
@@ -119,17 +122,42 @@ def _no_blocks_reason(request: RequestView, view: View) -> str:
     return "\n".join(lines) + "\n"
 
 
-class BlockMap(VerticalScroll):
-    """Renders the selected request's blocks and the pool strip; unchanged parts are not redrawn."""
+class BlockMap(ScrollView, can_focus=True):
+    """The selected request's block table, the pool strip and its legend, as one page of rows.
+
+    One Line-API widget rather than three stacked Statics: when the block table gains or loses a
+    line, only the scroll range changes, so a keypress needs no screen layout (which would cost
+    it two more frames), and the pool strip draws only the rows on screen.
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"block-map--legend"}
+    DEFAULT_CSS = """
+    BlockMap {
+        overflow-x: hidden;
+        overflow-y: auto;
+    }
+    BlockMap > .block-map--legend {
+        color: $text-muted;
+    }
+    """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._table: Text | None = None
+        self._table = Text()
+        self._header = ""
+        self._glyphs: tuple[Glyph, ...] = ()
+        self._layout: _Layout | None = None
+        self._styles: dict[str, Style] = {}
 
-    def compose(self) -> ComposeResult:
-        yield Static(id="block-table")
-        yield PoolStrip(id="pool-strip")
-        yield Legend(id="pool-legend")
+    @property
+    def table(self) -> Text:
+        """The block table now shown (the selected request's blocks)."""
+        return self._table
+
+    @property
+    def glyphs(self) -> tuple[Glyph, ...]:
+        """The pool strip now shown: (symbol, style) per block."""
+        return self._glyphs
 
     def show(self, view: View, request_id: str | None) -> None:
         request = view.request(request_id)
@@ -139,9 +167,97 @@ class BlockMap(VerticalScroll):
         else:
             table = render_block_table(request, view)
             title = f"KV blocks · {request['id']}"
-        if table != self._table:
-            self._table = table
-            update_static(self.query_one("#block-table", Static), table)
         if self.border_title != title:
             self.border_title = title
-        self.query_one(PoolStrip).show(view, request)
+        header, glyphs = pool_header(view), pool_glyphs(view, request)
+        if (table, header, glyphs) == (self._table, self._header, self._glyphs):
+            return
+        self._table, self._header, self._glyphs = table, header, glyphs
+        self._layout = None
+        self._update_extent()
+        self.refresh()
+
+    # -- rows ---------------------------------------------------------------------------------
+
+    def _rows(self) -> _Layout:
+        """Every section's rows at the current width (computed once per content and width)."""
+        width = self.scrollable_content_region.width
+        if self._layout is None or self._layout.width != width:
+            legend_style = self.get_visual_style("block-map--legend")
+            self._layout = _Layout(
+                width=width,
+                table=self._text_strips(self._table, width, self.visual_style),
+                header=self._text_strips(
+                    Text(self._header, style="bold"), width, self.visual_style
+                ),
+                glyph_rows=glyph_rows(len(self._glyphs), width),
+                legend=self._text_strips(pool_legend(), width, legend_style),
+            )
+        return self._layout
+
+    def _text_strips(self, text: Text, width: int, style: VisualStyle) -> list[Strip]:
+        # The same rendering a Static gives this text (Textual's Content, wrapped to width).
+        if width <= 0:
+            return []
+        return Visual.to_strips(self, visualize(self, text), width, None, style)
+
+    def _update_extent(self) -> None:
+        layout = self._rows()
+        size = Size(layout.width, layout.height)
+        if size == self.virtual_size:
+            return
+        viewport = self.scrollable_content_region.height
+        overflows = size.height > viewport
+        if not self.is_mounted or not viewport or overflows != self.show_vertical_scrollbar:
+            self.virtual_size = size  # the scrollbar comes or goes: the screen lays out again
+        else:
+            set_scroll_extent(self, size)
+
+    def on_resize(self) -> None:
+        self._layout = None
+        self._update_extent()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._layout = None
+        self._styles.clear()
+
+    def render_line(self, y: int) -> Strip:
+        layout = self._rows()
+        width = layout.width
+        base = self.visual_style.rich_style
+        row = self.scroll_offset.y + y
+        strip: Strip | None = None
+        for section in (layout.table, [Strip.blank(0)], layout.header):
+            if row < len(section):
+                strip = section[row]
+                break
+            row -= len(section)
+        else:
+            if row < len(layout.glyph_rows):
+                segments = glyph_segments(self._glyphs, layout.glyph_rows[row], base, self._style)
+                strip = Strip(segments)
+            elif row - len(layout.glyph_rows) < len(layout.legend):
+                strip = layout.legend[row - len(layout.glyph_rows)]
+        if strip is None:
+            return Strip.blank(width, base)
+        return strip.adjust_cell_length(width, base)
+
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = Style.parse(name)
+        return style
+
+
+class _Layout(NamedTuple):
+    width: int
+    table: list[Strip]
+    header: list[Strip]
+    glyph_rows: list[GlyphRow]
+    legend: list[Strip]
+
+    @property
+    def height(self) -> int:
+        # The blank row parts the block table from the pool strip.
+        return len(self.table) + 1 + len(self.header) + len(self.glyph_rows) + len(self.legend)

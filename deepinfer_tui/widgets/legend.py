@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
 
 
 @dataclass(frozen=True)
@@ -98,10 +97,3 @@ def full_legend() -> Text:
         text.append("\n")
     text.rstrip()
     return text
-
-
-class Legend(Static):
-    """The compact pool legend shown under the block map."""
-
-    def on_mount(self) -> None:
-        self.update(pool_legend())
