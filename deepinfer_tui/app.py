@@ -6,6 +6,7 @@ Flow: an action mutates the session -> `refresh_view()` builds one immutable `Vi
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -31,6 +32,12 @@ from .widgets.footer import KeyFooter
 from .widgets.view import View
 
 DEFAULT_EXPORT_DIR = Path("deepinfer-exports")
+# A keypress at 64 active requests allocates tens of thousands of short-lived objects (the
+# snapshot view, strips, segments). At CPython's default young-generation threshold (700)
+# many are still alive when a collection runs, get promoted, and soon trigger a collection
+# of the whole heap: 50-80 ms pauses every few keypresses. With a larger threshold they die
+# young. The threshold is process-wide: the app raises it while it runs and restores it.
+GC_YOUNG_THRESHOLD = 10_000
 
 
 class ReplayFrame(Protocol):
@@ -180,6 +187,7 @@ class DebuggerApp(App[None]):
         self._auto_steps = 0
         self._exporting = False
         self._binding_states: tuple[bool | None, ...] = ()
+        self._gc_threshold: tuple[int, ...] | None = None  # the process's, while we run
         self.view: View = self._build_view()
 
     # -- what the app debugs ------------------------------------------------------------------
@@ -212,10 +220,18 @@ class DebuggerApp(App[None]):
             footer.show_command_palette = event.size.width >= NARROW_BELOW
 
     def on_mount(self) -> None:
+        self._gc_threshold = gc.get_threshold()
+        young, *older = self._gc_threshold
+        gc.set_threshold(max(young, GC_YOUNG_THRESHOLD), *older)
         table = self.query_one(RequestTable)
         table.border_title = "Requests"
         self.refresh_view()
         table.focus()
+
+    def on_unmount(self) -> None:
+        if self._gc_threshold is not None:
+            gc.set_threshold(*self._gc_threshold)
+            self._gc_threshold = None
 
     # -- the one refresh path -----------------------------------------------------------------
 

@@ -503,6 +503,18 @@ async def test_the_draft_tree_gets_a_scrollbar_only_while_it_overflows() -> None
         assert tree.last_line + 1 <= 5 and not tree.show_vertical_scrollbar
 
 
+async def test_tab_moves_focus_through_every_pane() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.focused is app.query_one(RequestTable)
+        visited = []
+        for _ in range(4):
+            await pilot.press("tab")
+            visited.append(app.focused)
+        panes = [app.query_one(BlockMap), app.query_one(DraftTree), app.query_one(CommitLog)]
+        assert visited == [*panes, app.query_one(RequestTable)]
+
+
 async def test_help_opens_and_closes() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

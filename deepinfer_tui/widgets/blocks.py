@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
 from rich.style import Style
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -148,6 +149,9 @@ class BlockMap(ScrollView, can_focus=True):
         self._glyphs: tuple[Glyph, ...] = ()
         self._layout: _Layout | None = None
         self._styles: dict[str, Style] = {}
+        self._legend = pool_legend()
+        # Rendered texts by content, width and style: the header and legend rarely change.
+        self._strips: LRUCache[Hashable, list[Strip]] = LRUCache(8)
 
     @property
     def table(self) -> Text:
@@ -191,15 +195,20 @@ class BlockMap(ScrollView, can_focus=True):
                     Text(self._header, style="bold"), width, self.visual_style
                 ),
                 glyph_rows=glyph_rows(len(self._glyphs), width),
-                legend=self._text_strips(pool_legend(), width, legend_style),
+                legend=self._text_strips(self._legend, width, legend_style),
             )
         return self._layout
 
     def _text_strips(self, text: Text, width: int, style: VisualStyle) -> list[Strip]:
-        # The same rendering a Static gives this text (Textual's Content, wrapped to width).
+        """The same rendering a Static gives this text (Textual's Content, wrapped to width)."""
         if width <= 0:
             return []
-        return Visual.to_strips(self, visualize(self, text), width, None, style)
+        key = (text.plain, tuple(text.spans), width, style)
+        strips = self._strips.get(key)
+        if strips is None:
+            strips = Visual.to_strips(self, visualize(self, text), width, None, style)
+            self._strips[key] = strips
+        return strips
 
     def _update_extent(self) -> None:
         layout = self._rows()
@@ -221,6 +230,7 @@ class BlockMap(ScrollView, can_focus=True):
         super().notify_style_update()
         self._layout = None
         self._styles.clear()
+        self._strips.clear()
 
     def render_line(self, y: int) -> Strip:
         layout = self._rows()

@@ -3,25 +3,26 @@
 A Line-API widget: at 64 active requests a round adds ~200 events, so appending must not
 render anything. Events are described once (a plain string and a style name) and wrapped into
 screen rows with a width check (only over-long lines go through Rich's word wrap); `render_line`
-turns just the visible rows into strips and caches them.
+turns just the visible rows into strips. Everything is kept in flat lists of strings and ints,
+which the garbage collector does not have to scan.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..describe import describe
 from .quiet import set_scroll_extent
+from .repaint_style import StyleOncePerRepaint
 from .view import Event, View
 
 KIND_STYLES: dict[str, str] = {
@@ -47,19 +48,7 @@ def line_style(event: Event) -> str:
     return KIND_STYLES.get(str(event.get("kind")), "")
 
 
-class LogLine(NamedTuple):
-    text: str
-    style: str
-
-
-class Row(NamedTuple):
-    """One screen row: a whole log line, or one piece of a wrapped one."""
-
-    line: int  # index into the shown lines
-    text: str
-
-
-class CommitLog(ScrollView, can_focus=True):
+class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
     """Appends only events it has not shown; truncates on undo; rebuilds when the filter moves."""
 
     DEFAULT_CSS = """
@@ -78,13 +67,16 @@ class CommitLog(ScrollView, can_focus=True):
         super().__init__(**kwargs)
         self._filter: str | None = None
         self._events: list[Event] = []  # the (unfiltered) log prefix already considered
-        self._lines: list[LogLine] = []  # shown lines (filtered), oldest first
-        self._line_events: list[int] = []  # for each shown line, its index in `_events`
-        self._first_rows: list[int] = []  # for each shown line, its first screen row
-        self._rows: list[Row] = []
-        self._wrap_width = 0  # the width `_rows` were wrapped at (0: not laid out yet)
-        self._strips: LRUCache[int, Strip] = LRUCache(1024)  # row index -> unstyled strip
-        self._styles: dict[str, Style] = {}
+        # Shown lines (filtered), oldest first: text, style name, index in `_events`, first row.
+        self._texts: list[str] = []
+        self._line_styles: list[str] = []
+        self._line_events: list[int] = []
+        self._first_rows: list[int] = []
+        # Screen rows: a whole line or one piece of a wrapped one, and the line it belongs to.
+        self._row_texts: list[str] = []
+        self._row_lines: list[int] = []
+        self._wrap_width = 0  # the width rows were wrapped at (0: not laid out yet)
+        self._styles: dict[tuple[Style, str], Style] = {}
         self._following = True  # at the newest row: stay there when new rows come or we resize
         self.border_title = "Commit log"
 
@@ -97,7 +89,7 @@ class CommitLog(ScrollView, can_focus=True):
     @property
     def lines(self) -> list[str]:
         """Every shown line's text (not only the visible ones), oldest first."""
-        return [line.text for line in self._lines]
+        return list(self._texts)
 
     # -- updating -----------------------------------------------------------------------------
 
@@ -113,7 +105,7 @@ class CommitLog(ScrollView, can_focus=True):
             event = log[index]
             self._events.append(event)
             if filter_id is None or event.get("request_id") == filter_id:
-                self._append_line(index, LogLine(describe(dict(event)), line_style(event)))
+                self._append_line(index, describe(dict(event)), line_style(event))
         self._update_virtual_size()
         if fresh:
             # Newest last, always in view (the RichLog this replaces behaved the same way).
@@ -144,39 +136,43 @@ class CommitLog(ScrollView, can_focus=True):
         keep = len(self._line_events)
         while keep and self._line_events[keep - 1] >= events:
             keep -= 1
-        rows = self._first_rows[keep] if keep < len(self._lines) else len(self._rows)
-        del self._lines[keep:], self._line_events[keep:], self._first_rows[keep:]
-        del self._rows[rows:]
-        self._strips.clear()
+        rows = self._first_rows[keep] if keep < len(self._texts) else len(self._row_texts)
+        for lines in (self._texts, self._line_styles, self._line_events, self._first_rows):
+            del lines[keep:]
+        del self._row_texts[rows:], self._row_lines[rows:]
         self._update_virtual_size()
         self.refresh()
 
-    def _append_line(self, event_index: int, line: LogLine) -> None:
-        number = len(self._lines)
-        self._lines.append(line)
+    def _append_line(self, event_index: int, text: str, style: str) -> None:
+        self._texts.append(text)
+        self._line_styles.append(style)
         self._line_events.append(event_index)
-        self._first_rows.append(len(self._rows))
+        self._first_rows.append(len(self._row_texts))
         if self._wrap_width:
-            self._rows.extend(Row(number, text) for text in self._wrap(line.text))
+            self._add_rows(len(self._texts) - 1, text)
 
-    def _wrap(self, text: str) -> list[str]:
+    def _add_rows(self, line: int, text: str) -> None:
         if cell_len(text) <= self._wrap_width:
-            return [text]  # almost every line: no Rich work at all
-        return [piece.plain for piece in Text(text).wrap(self.app.console, self._wrap_width)]
+            pieces = [text]  # almost every line: no Rich work at all
+        else:
+            wrapped = Text(text).wrap(self.app.console, self._wrap_width)
+            pieces = [piece.plain for piece in wrapped]
+        self._row_texts.extend(pieces)
+        self._row_lines.extend([line] * len(pieces))
 
     def _rewrap(self) -> None:
-        self._rows.clear()
+        self._row_texts.clear()
+        self._row_lines.clear()
         self._first_rows.clear()
-        for number, line in enumerate(self._lines):
-            self._first_rows.append(len(self._rows))
-            self._rows.extend(Row(number, text) for text in self._wrap(line.text))
-        self._strips.clear()
+        for line, text in enumerate(self._texts):
+            self._first_rows.append(len(self._row_texts))
+            self._add_rows(line, text)
         self._update_virtual_size()
 
     def _update_virtual_size(self) -> None:
         # The grid sets the log's box; overflow-x hidden and overflow-y scroll keep the
         # scrollbars as they are: a growing log changes only its scroll range.
-        set_scroll_extent(self, Size(self._wrap_width, len(self._rows)))
+        set_scroll_extent(self, Size(self._wrap_width, len(self._row_texts)))
 
     # -- layout and rendering -----------------------------------------------------------------
 
@@ -200,24 +196,24 @@ class CommitLog(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._styles.clear()
-        self._strips.clear()
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
+        base = self.rich_style
         row = self.scroll_offset.y + y
-        if row >= len(self._rows):
-            return Strip.blank(width, self.rich_style)
-        strip = self._strips.get(row)
-        if strip is None:
-            text = self._rows[row].text
-            style = self._style(self._lines[self._rows[row].line].style)
-            strip = Strip([Segment(text, style)], cell_len(text))
-            self._strips[row] = strip
+        if row >= len(self._row_texts):
+            return Strip.blank(width, base)
+        text = self._row_texts[row]
         # The widget's own style (colours, focus tint) goes under the line's, as in RichLog.
-        return strip.crop_extend(0, width, None).apply_style(self.rich_style)
+        style = self._style(base, self._line_styles[self._row_lines[row]])
+        length = cell_len(text)
+        segments = [Segment(text, style)]
+        if length < width:
+            segments.append(Segment(" " * (width - length), base))
+        return Strip(segments, max(length, width)).crop(0, width)
 
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
+    def _style(self, base: Style, name: str) -> Style:
+        style = self._styles.get((base, name))
         if style is None:
-            style = self._styles[name] = Style.parse(name) if name else Style.null()
+            style = self._styles[(base, name)] = base + Style.parse(name) if name else base
         return style

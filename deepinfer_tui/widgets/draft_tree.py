@@ -12,6 +12,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from .legend import VERDICT_MARKS
+from .repaint_style import StyleOncePerRepaint
 from .view import RequestView, View
 
 Node = Mapping[str, Any]
@@ -64,7 +65,7 @@ def extra_token(request: RequestView, tree: Mapping[str, Any]) -> tuple[int, str
     return tokens[accepted], str(commit["outcome"])
 
 
-class DraftTree(Tree[int]):
+class DraftTree(StyleOncePerRepaint, Tree[int]):
     """A read-only Tree; space is left to the app (step), so the node toggle is not bound."""
 
     inherit_bindings = False

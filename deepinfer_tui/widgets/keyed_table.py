@@ -28,7 +28,10 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, CellType
 
+from .repaint_style import StyleOncePerRepaint
+
 SegmentLines = list[list[Segment]]
+SMALL_CACHE = 256  # entries: a few screens of lines
 
 
 def _parameters(function: Callable[..., Any] | None) -> list[str]:
@@ -61,7 +64,7 @@ STYLES_HOOKABLE = _parameters(getattr(DataTable, "_get_styles_to_render_cell", N
 ]
 
 
-class ContentKeyedDataTable(DataTable[CellType]):
+class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
     """DataTable with a per-cell content cache and a direct renderer for plain text cells."""
 
     content_keyed = RENDER_CELL_HOOKABLE  # False: render exactly as DataTable does
@@ -69,9 +72,16 @@ class ContentKeyedDataTable(DataTable[CellType]):
 
     def __init__(self, **kwargs: Any) -> None:
         # Before DataTable's constructor, which already clears caches (ours included).
-        self._cells: LRUCache[Hashable, SegmentLines] = LRUCache(2048)
+        self._cells: LRUCache[Hashable, SegmentLines] = LRUCache(1024)
         self._pseudo_classes: Hashable = None
         super().__init__(**kwargs)
+        # DataTable's own line and row caches are keyed on its update counter, so after an
+        # update their old entries are never read again; at their default sizes (1000 and
+        # more) they keep tens of thousands of dead objects for the garbage collector to scan.
+        for name in ("_line_cache", "_row_render_cache", "_cell_render_cache"):
+            cache = getattr(self, name, None)
+            if isinstance(cache, LRUCache):
+                cache.maxsize = min(cache.maxsize, SMALL_CACHE)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # Focus and hover change the cursor's colours: read them once per repaint, not per cell.

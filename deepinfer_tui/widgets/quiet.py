@@ -7,6 +7,7 @@ those refreshes are painted in a second frame. A keypress that only changes what
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
@@ -17,7 +18,11 @@ def update_static(widget: Static, content: Text) -> None:
     """Show new content; lay out the screen only if the widget's content height changes."""
     widget.update(content, layout=False)
     width, height = widget.content_size
-    measured = widget.get_content_height(widget.container_size, widget.app.size, width)
+    lines = content.plain.split("\n")
+    if all(cell_len(line) <= width for line in lines):
+        measured = len(lines)  # nothing wraps: one row per line, no need to render it to count
+    else:
+        measured = widget.get_content_height(widget.container_size, widget.app.size, width)
     if not width or measured != height:
         widget.refresh(layout=True)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual.geometry import Region
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from .keyed_table import ContentKeyedDataTable
@@ -66,6 +67,8 @@ class RequestTable(ContentKeyedDataTable[Text]):
     """Requests in submission order; `show(view)` diffs against what is on screen."""
 
     def __init__(self, **kwargs: Any) -> None:
+        self._holding_refreshes = False  # inside show(): one refresh at the end, not per cell
+        self._refresh_held = False
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._shown: dict[str, tuple[Cell, ...]] = {}
         # Widest text seen per column: DataTable re-measures a whole column when asked to
@@ -91,7 +94,31 @@ class RequestTable(ContentKeyedDataTable[Text]):
         with suppress(RowDoesNotExist):
             self.move_cursor(row=self.get_row_index(request_id))
 
+    def refresh(
+        self,
+        *regions: Region,
+        repaint: bool = True,
+        layout: bool = False,
+        recompose: bool = False,
+    ) -> RequestTable:
+        if self._holding_refreshes and not layout and not recompose:
+            self._refresh_held = True  # the whole table repaints once when show() ends
+            return self
+        super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+        return self
+
     def show(self, view: View) -> None:
+        # update_cell refreshes the whole table each time: 64 rows x 3 changed cells a round.
+        self._holding_refreshes = True
+        try:
+            self._show(view)
+        finally:
+            self._holding_refreshes = False
+        if self._refresh_held:
+            self._refresh_held = False
+            self.refresh()
+
+    def _show(self, view: View) -> None:
         present = set(view.request_ids)
         for gone in [key for key in self._shown if key not in present]:
             self.remove_row(gone)

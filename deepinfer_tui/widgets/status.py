@@ -85,7 +85,7 @@ def render_status(view: View) -> Text:
     acceptance = snapshot.get("acceptance")
     text.append(" · accept " + ("—" if acceptance is None else f"{acceptance:.0%}"))
     text.append(f" · committed {counts.get('committed_tokens', 0)} ")
-    text.append(sparkline(view.committed_per_round) or "·", style="bold green")
+    text.append(sparkline(view.committed_in_last_rounds(SPARK_WIDTH)) or "·", style="bold green")
     if view.replay is not None and view.replay.divergence:
         text.append(f"\n ⚠ diverged: {view.replay.divergence}", style="bold red")
     return text

@@ -58,12 +58,24 @@ class View:
     @cached_property
     def committed_per_round(self) -> tuple[int, ...]:
         """Tokens committed in each round 1..tick (0 for rounds that committed nothing)."""
-        counts = [0] * self.tick
-        for event in self.log:
-            if event.get("kind") == "commit":
-                tick = int(event.get("tick", 0))
-                if 1 <= tick <= self.tick:
-                    counts[tick - 1] += len(event.get("tokens", ()))
+        return self.committed_in_last_rounds(self.tick)
+
+    def committed_in_last_rounds(self, rounds: int) -> tuple[int, ...]:
+        """Tokens committed in each of the last `rounds` rounds up to tick, oldest first.
+
+        Reads the log from its end (events are in tick order), so a header that shows the
+        last few rounds costs the same after 10 rounds or 10,000.
+        """
+        first = max(1, self.tick - rounds + 1)
+        counts = [0] * (self.tick - first + 1)
+        for event in reversed(self.log):
+            if "tick" not in event:
+                continue
+            tick = int(event["tick"])
+            if tick < first:
+                break
+            if event.get("kind") == "commit" and tick <= self.tick:
+                counts[tick - first] += len(event.get("tokens", ()))
         return tuple(counts)
 
     def events_this_tick(self, request_id: str, kind: str) -> list[Event]:
