@@ -10,7 +10,7 @@ identities and the recovery layout, so changed weights or a bounded layout never
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 @dataclass
@@ -47,7 +47,15 @@ class PrefixCache:
 
     def copy(self) -> PrefixCache:
         other = PrefixCache(capacity=self.capacity)
-        other.entries = OrderedDict((k, replace(e, blocks=list(e.blocks))) for k, e in self.items())
+        other.entries = OrderedDict(
+            (
+                k,
+                CacheEntry(
+                    e.tokens, list(e.blocks), e.key, e.hot_until, e.warm_until, e.published_at
+                ),
+            )
+            for k, e in self.items()
+        )
         return other
 
     def items(self) -> list[tuple[tuple[str, tuple[int, ...]], CacheEntry]]:

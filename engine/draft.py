@@ -74,8 +74,8 @@ class DraftTree:
                     "parent": self.parents[i],
                     "depth": self.depths[i],
                     "token": self.tokens[i],
-                    "prob": round(self.probs[i], 6),
-                    "path_prob": round(self.path_probs[i], 6),
+                    "prob": self.probs[i],
+                    "path_prob": self.path_probs[i],
                     "selected": self.selected[i] if self.selected else i == ROOT,
                     "verdict": self.verdicts[i] if self.verdicts else None,
                     "target_token": self.target_tokens[i] if self.target_tokens else None,
@@ -210,10 +210,12 @@ class Acceptance:
 def accept(tree: DraftTree, verified: list[int], argmax: dict[int, int], eos_id: int | None):
     """Walk from the root taking the verified child equal to the target's argmax."""
     node, path = ROOT, []
-    chosen = set(verified)
+    children_of: dict[int, list[int]] = {}
+    for child in verified:
+        children_of.setdefault(tree.parents[child], []).append(child)
     while True:
         wanted = argmax[node]
-        children = [c for c in tree.children(node) if c in chosen]
+        children = children_of.get(node, [])
         match = next((c for c in children if tree.tokens[c] == wanted), None)
         if match is None:
             kind = "replacement" if children else "bonus"

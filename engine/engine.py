@@ -620,11 +620,11 @@ class Engine:
         cfg = self.config
         # A round that still computes the prompt (or replays it) verifies only its main position:
         # drafting then would repeat the prefill in the draft model for little gain.
-        # Grow no more than the round can verify: twice a request's fair share of the extra
-        # positions bounds its nodes and depth (a 64-request round drafts 2 nodes, not 16).
+        # Grow no more than the round can verify: a request's fair share of the extra positions
+        # bounds its depth, twice that its nodes (a 64-request round drafts one level, not four).
         share = max(1, cfg.max_batch_tokens // len(plans) - 1)
         node_cap = min(cfg.max_draft_nodes, 2 * share)
-        depth_cap = min(cfg.draft_width, node_cap)
+        depth_cap = min(cfg.draft_width, share)
         active = [
             p
             for p in plans
@@ -835,12 +835,11 @@ class Engine:
                     reason=f"needs {count} free blocks; space freed now is usable next round",
                 )
             return False
-        while plan.selected:
-            count, _ = self._blocks_for(plan, len(plan.selected))
-            if count <= self.pool.free_count():
-                break
-            plan.selected.pop()
         count, shared = self._blocks_for(plan, len(plan.selected))
+        free = self.pool.free_count()
+        while plan.selected and count > free:
+            plan.selected.pop()  # the deepest, most recently ranked node: still prefix-closed
+            count, shared = self._blocks_for(plan, len(plan.selected))
         request = plan.request
         fresh = self.pool.allocate(count)
         first = min(c[1] for c in request.cursors.values())
@@ -932,8 +931,10 @@ class Engine:
             parents.append(rows[tree.parents[node]])
         plan.target_rows = rows
         n = len(plan.request.tokens)
-        return replace(
-            base,
+        return RowBatchItem(
+            context=base.context,
+            local=base.local,
+            local_positions=base.local_positions,
             tokens=np.concatenate([base.tokens, [tree.tokens[i] for i in plan.selected]]).astype(
                 np.int64
             ),
@@ -941,6 +942,9 @@ class Engine:
                 [base.positions, [n - 1 + tree.depths[i] for i in plan.selected]]
             ).astype(np.int64),
             parents=np.concatenate([base.parents, parents]).astype(np.int64),
+            replay=base.replay,
+            local_lower=base.local_lower,
+            consumer_from=base.consumer_from,
         )
 
     def _forward_isolated(
