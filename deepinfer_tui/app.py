@@ -245,7 +245,9 @@ class DebuggerApp(App[None]):
                 divergence=getattr(self.replay, "divergence", None),
             )
             return View(frame.snapshot, frame.log, replay=position)
-        return View(self._session.snapshot(), self._session.log(), auto_running=self.auto_running)
+        return View(
+            self._session.snapshot(), self._session.log_view(), auto_running=self.auto_running
+        )
 
     def refresh_view(self) -> None:
         """Rebuild the view from the session/replay and let every pane render it."""

@@ -8,14 +8,41 @@ re-executed exactly (scenario + operations determine everything).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from engine import Engine
 
 from .scenario import Scenario, ScenarioEvent
 
 Event = dict[str, Any]
+
+
+class LogView(Sequence[Event]):
+    """A fixed-length, read-only view of the session's growing log (no copy per refresh)."""
+
+    __slots__ = ("_events", "_length")
+
+    def __init__(self, events: list[Event], length: int) -> None:
+        self._events = events
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        if isinstance(index, slice):
+            return self._events[: self._length][index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("log index out of range")
+        return self._events[index]
 
 
 class ManualClock:
@@ -44,6 +71,8 @@ class Session:
         self.operations: list[dict[str, Any]] = []
         self.notes: list[Event] = []  # scenario notes and clock moves, shown in the log
         self._marks: deque[_Mark] = deque()
+        # The merged log kept between calls of log_view(): (events, trace seen, notes seen).
+        self._merged: tuple[list[Event], int, int] = ([], 0, 0)
         self._apply_due()
 
     # -- what can happen now ------------------------------------------------------------------
@@ -216,6 +245,35 @@ class Session:
             "operations": len(self.operations),
         }
         return snapshot
+
+    def log_view(self) -> LogView:
+        """The same events as log(), merged incrementally: each call only adds what is new,
+        unless undo rewrote the tail, which starts a fresh list (older views stay intact)."""
+        merged, seen_trace, seen_notes = self._merged
+        trace, notes = self.engine.trace, self.notes
+        fresh = (
+            len(trace) < seen_trace
+            or len(notes) < seen_notes
+            or (seen_trace and trace[seen_trace - 1] is not self._last_trace_event)
+            or (seen_notes and notes[seen_notes - 1] is not self._last_note)
+        )
+        if fresh:
+            merged = self.log()
+        else:
+            pending = iter(notes[seen_notes:])
+            note = next(pending, None)
+            for index in range(seen_trace, len(trace)):
+                while note is not None and note["trace_index"] <= index:
+                    merged.append(note)
+                    note = next(pending, None)
+                merged.append(trace[index])
+            while note is not None:
+                merged.append(note)
+                note = next(pending, None)
+        self._merged = (merged, len(trace), len(notes))
+        self._last_trace_event = trace[-1] if trace else None
+        self._last_note = notes[-1] if notes else None
+        return LogView(merged, len(merged))
 
     def log(self) -> list[Event]:
         """Engine events and session notes, in the order they happened."""

@@ -59,3 +59,22 @@ def test_bad_operations_raise_and_change_nothing() -> None:
     with pytest.raises(ValueError, match="unknown operation"):
         session.apply({"op": "explode"})
     assert session.engine.snapshot() == before
+
+
+def test_log_view_matches_the_full_log_through_steps_undo_and_clock_moves() -> None:
+    session = Session(default_scenario())
+    views = []
+    for action in ["step", "step", "clock", "step", "undo", "step", "undo", "undo", "step"]:
+        if action == "step":
+            session.step()
+        elif action == "undo":
+            session.undo()
+        else:
+            session.advance_clock(1.0)
+        view = session.log_view()
+        assert list(view) == session.log()
+        views.append((view, session.log()))
+    # Earlier views are immutable: later appends or rewinds never change what they show.
+    for view, expected in views:
+        assert list(view) == expected
+        assert view[-1] is expected[-1] and len(view) == len(expected)
