@@ -131,6 +131,9 @@ class Engine:
     ) -> None:
         self.target = target if target is not None else TinyModel()
         self.draft = draft
+        for role, model in (("target", self.target), ("draft", draft)):
+            if model is not None and not isinstance(model, TinyModel):
+                raise ValueError(f"{role} must be a TinyModel, got {type(model).__name__}")
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise ValueError("config must be an EngineConfig")
@@ -263,6 +266,10 @@ class Engine:
 
     def run(self, *, max_steps: int | None = None, raise_on_error: bool = True) -> list[Result]:
         """Step until idle; return results not returned before (each delivered once)."""
+        if max_steps is not None and (
+            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0
+        ):
+            raise ValueError(f"max_steps must be None or a non-negative integer, got {max_steps!r}")
         steps = 0
         while self._queue and (max_steps is None or steps < max_steps):
             self.step()
@@ -955,6 +962,7 @@ class Engine:
         try:
             outputs: list[Rows | Exception] = list(model.forward_rows(items, context))
         except Exception:
+            model.reset_scratch()
             outputs = []
             for item in items:
                 try:
@@ -962,8 +970,9 @@ class Engine:
                 except Exception as error:
                     outputs.append(error)
         for index, out in enumerate(outputs):
-            if isinstance(out, Rows) and not np.isfinite(out.logits).all():
-                outputs[index] = FloatingPointError("the model produced non-finite logits")
+            if isinstance(out, Rows) and not np.isfinite(out.data).all():
+                outputs[index] = FloatingPointError("the model produced non-finite values")
+                model.reset_scratch()
         return outputs
 
     def _commit(self, plan: _Plan, out: Rows, now: float) -> None:

@@ -523,6 +523,11 @@ class TinyModel:
             self._buffers[name] = buffer
         return buffer[: shape[0], : shape[1], : shape[2]]
 
+    def reset_scratch(self) -> None:
+        """Forget the work buffers (after a failed or non-finite forward: masked padding is
+        added to, so a NaN left in a buffer would leak into later, healthy batches)."""
+        self._buffers.clear()
+
     def batch_context(self, batch: list[RowBatchItem], tail: int = 0) -> BatchContext:
         """Pad the stored rows of a batch once; a single item is used without copying."""
         layout = self.layout
@@ -602,9 +607,17 @@ class TinyModel:
             if start == 0:
                 local, local_positions = item.local, item.local_positions
             else:
+                # The window may reach past this call's earlier chunks into stored rows.
+                low = int(item.positions[start]) - (self.window - 1)
+                kept = int(np.count_nonzero(item.local_positions >= low))
                 reach = max(0, start - (self.window - 1))
                 local = computed.take(slice(reach, start))
                 local_positions = item.positions[reach:start]
+                if kept:
+                    local = Joined(_last_rows(item.local, kept), local)
+                    local_positions = np.concatenate(
+                        [item.local_positions[len(item.local_positions) - kept :], local_positions]
+                    )
             chunk = RowBatchItem(
                 context=context,
                 local=local,
@@ -799,6 +812,16 @@ class TinyModel:
 
 _FAR = -(10**12)  # a position no window reaches
 PREFILL_CHUNK = 256  # rows per chunk of a long prefill
+
+
+def _last_rows(rows: Rows | Stored, count: int) -> Rows | Stored:
+    """The last `count` rows of a stored or computed set of rows."""
+    if isinstance(rows, Rows):
+        return rows.take(slice(len(rows) - count, len(rows)))
+    index = rows.index
+    if isinstance(index, slice):
+        return Stored(rows.store, slice(index.stop - count, index.stop))
+    return Stored(rows.store, index[len(index) - count :])
 
 
 def _bias(visible: np.ndarray) -> np.ndarray:

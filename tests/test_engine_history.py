@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 from engine_helpers import (
     INTERRUPT_POINTS,
@@ -516,3 +518,34 @@ def test_an_interrupt_after_trimming_history_for_space_leaks_nothing() -> None:
     check_nothing_orphaned(engine)
     drain(engine, max_steps=50)
     check_all_finished(engine)
+
+
+def test_a_non_finite_forward_does_not_poison_later_batches() -> None:
+    # A request whose rows come out NaN fails alone; later healthy batches (which reuse the
+    # model's work buffers) must not inherit its NaNs.
+    target = TinyModel(seed=0)
+    embedding = target.weights.embedding.copy()
+    embedding[31] = np.nan
+    target.weights = dataclasses.replace(target.weights, embedding=embedding)
+    engine = Engine(target, config=EngineConfig(max_active=4), clock=lambda: 0.0)
+    poisoned = engine.submit([31] * 6, max_tokens=1)
+    healthy = engine.submit([1], max_tokens=1)
+    engine.run(raise_on_error=False)
+    assert engine.result(poisoned).finish_reason == "error"
+    assert engine.result(healthy).finish_reason == "length"
+    later = [engine.submit([2], max_tokens=1), engine.submit([4] * 6, max_tokens=1)]
+    engine.run(raise_on_error=False)
+    for rid in later:
+        result = engine.result(rid)
+        assert result.finish_reason == "length"
+        assert result.tokens == greedy_generate(target, result.prompt, max_tokens=1).tokens
+
+
+def test_run_rejects_a_bad_max_steps() -> None:
+    engine = Engine(TinyModel(seed=0), clock=lambda: 0.0)
+    engine.submit([1, 2], max_tokens=2)
+    before = engine.snapshot()
+    for bad in ("x", -1, 1.5, True):
+        with pytest.raises(ValueError, match="max_steps"):
+            engine.run(max_steps=bad)
+    assert engine.snapshot() == before

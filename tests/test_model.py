@@ -297,3 +297,18 @@ def test_greedy_outputs_are_varied() -> None:
         model = TinyModel(seed=seed)
         for prompt in PROMPTS[:3]:
             assert len(set(greedy_generate(model, prompt, max_tokens=16).tokens)) >= 6
+
+
+def test_a_chunked_prefill_keeps_stored_window_rows_beyond_one_chunk() -> None:
+    # A window wider than a prefill chunk: later chunks must still see the restored rows.
+    from engine import Engine, EngineConfig
+
+    target = TinyModel(seed=1, window=260, width=8, depth=2)
+    engine = Engine(target, config=EngineConfig(block_size=16), clock=lambda: 0.0)
+    engine.generate([1, 2, 3, 4], max_tokens=1)  # publishes a hot cursor over [1, 2, 3, 4]
+    rid = engine.submit([1, 2, 3, 4] + [i % 32 for i in range(300)], max_tokens=1)
+    engine.run()
+    assert engine.snapshot()["requests"][-1]["restore"]["cache"] == "hot"
+    oracle = greedy_generate(target, engine.result(rid).prompt, max_tokens=1)
+    assert engine.result(rid).tokens == oracle.tokens
+    assert engine.committed_state(rid).max_error(oracle.state) < 1e-10
