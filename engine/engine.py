@@ -819,13 +819,17 @@ class Engine:
         """New blocks a plan needs for `nodes` speculative rows, and blocks to copy first."""
         request = plan.request
         size = self.config.block_size
-        first = min(c[1] for c in request.cursors.values())
+        firsts = {role: cursor[1] for role, cursor in request.cursors.items()}
+        first = min(firsts.values())
         last = len(request.tokens) - 1 + nodes
         needed = -(-(last + 1) // size)
         shared = [
             index
             for index in range(first // size, min(len(request.table), needed))
-            if self.pool.must_copy(request.table[index], max(0, first - index * size))
+            if self.pool.must_copy(
+                request.table[index],
+                {role: max(0, at - index * size) for role, at in firsts.items()},
+            )
         ]
         return max(0, needed - len(request.table)) + len(shared), shared
 
@@ -849,15 +853,16 @@ class Engine:
             count, shared = self._blocks_for(plan, len(plan.selected))
         request = plan.request
         fresh = self.pool.allocate(count)
-        first = min(c[1] for c in request.cursors.values())
+        size = self.config.block_size
         for index in shared:
             block = fresh.pop()
             self.pool.copy_block(request.table[index], block)
             self.pool.release([request.table[index]])
             request.table[index] = block
             # The copy is this request's alone: only the rows it keeps are sealed.
-            kept = min(self.config.block_size, max(0, first - index * self.config.block_size))
-            self.pool.sealed[block] = kept
+            for role, cursor in request.cursors.items():
+                kept = min(size, max(0, cursor[1] - index * size))
+                self.pool.sealed[self.pool.roles[role], block] = kept
         request.table.extend(fresh)
         return True
 
@@ -1093,6 +1098,7 @@ class Engine:
         store.write(slots[replay:], rows.take(slice(replay, None)))
         end = consumer + len(chain)
         request.cursors["draft"] = [max(encoder, end), end]
+        self.pool.seal(request.table, consumer, end, role="draft")
 
     # -- cache publication, finishing ---------------------------------------------------------
 

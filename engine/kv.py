@@ -79,7 +79,9 @@ class BlockPool:
         # Leading slots of each block holding committed rows. They stay immutable until the block
         # is freed and reused: a write below this mark must go to a copy, because a request, a
         # cache entry or the undo history may still read those rows.
-        self.sealed = np.zeros(num_blocks, dtype=np.int64)
+        # One row of marks per model: the draft's rows in a block may lag the target's.
+        self.roles = {role: index for index, role in enumerate(self.stores)}
+        self.sealed = np.zeros((len(self.roles), num_blocks), dtype=np.int64)
         # Blocks released since the newest history mark; they stay out of the free list until
         # the history that may still need their rows is dropped.
         self.retain_releases = False
@@ -96,7 +98,7 @@ class BlockPool:
             raise PoolExhausted(f"need {count} blocks, {len(ids)} free")
         self.free[ids] = False
         self.refcount[ids] = 1
-        self.sealed[ids] = 0
+        self.sealed[:, ids] = 0
         for block in ids:
             self.block_hash[block] = None
         return [int(b) for b in ids]
@@ -116,16 +118,22 @@ class BlockPool:
                 else:
                     self.free[block] = True
 
-    def seal(self, table: list[int], start: int, stop: int) -> None:
-        """Mark positions [start, stop) of a block table as committed."""
+    def seal(self, table: list[int], start: int, stop: int, role: str = "target") -> None:
+        """Mark one model's positions [start, stop) of a block table as committed."""
         size = self.block_size
+        marks = self.sealed[self.roles[role]]
         for index in range(start // size, -(-stop // size)):
             block = table[index]
-            self.sealed[block] = max(self.sealed[block], min(size, stop - index * size))
+            marks[block] = max(marks[block], min(size, stop - index * size))
 
-    def must_copy(self, block: int, first_offset: int) -> bool:
-        """Writing from `first_offset` on into `block` would change rows someone may read."""
-        return bool(self.refcount[block] > 1 or self.sealed[block] > first_offset)
+    def must_copy(self, block: int, first_offsets: dict[str, int]) -> bool:
+        """Writing each model's rows from its offset on into `block` would change rows that
+        someone (another holder, a cache entry, the undo history) may read."""
+        if self.refcount[block] > 1:
+            return True
+        return any(
+            self.sealed[self.roles[role], block] > offset for role, offset in first_offsets.items()
+        )
 
     def give_back(self, blocks: list[int]) -> None:
         """Return retained blocks (refcount 0) to the free list."""
@@ -173,7 +181,7 @@ class BlockPool:
         for store in self.stores.values():
             store.copy_slots(src, dst)
         self.block_hash[target] = self.block_hash[source]
-        self.sealed[target] = self.sealed[source]
+        self.sealed[:, target] = self.sealed[:, source]
 
     # -- views ------------------------------------------------------------------------------
 
