@@ -19,7 +19,7 @@ from engine_helpers import (
     request_view,
 )
 
-from engine import Engine, EngineConfig, TinyModel, make_draft
+from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 
 
 def table(snapshot: dict, request_id: str) -> list[int]:
@@ -264,3 +264,21 @@ def test_snapshots_are_identical_across_processes() -> None:
     assert outputs[0] == outputs[1]
     snapshot = json.loads(outputs[0])[0]
     assert any(block["hash"] for block in snapshot["pool"]["blocks"])
+
+
+def test_a_lone_request_with_an_independent_draft_never_preempts_itself() -> None:
+    # The draft's rows lag the target's inside the same blocks; that must not force copies
+    # (which, in a pool this tight, would preempt the only request again and again).
+    target = TinyModel(seed=0)
+    engine = Engine(
+        target,
+        TinyModel(seed=5, depth=1),
+        config=EngineConfig(block_size=4, num_blocks=3, undo_depth=0),
+        clock=lambda: 0.0,
+    )
+    rid = engine.submit([1, 2, 3, 4, 5], max_tokens=7)
+    engine.run()
+    assert engine.metrics()["requests"]["preemptions"] == 0
+    assert (
+        engine.result(rid).tokens == greedy_generate(target, [1, 2, 3, 4, 5], max_tokens=7).tokens
+    )
