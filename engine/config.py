@@ -9,8 +9,6 @@ from typing import Any
 from .draft import validate_cost_curve
 from .model import RECOVERY_MODES
 
-FINISH_REASONS = ("stop", "length", "cancelled", "error")
-
 
 def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:

@@ -35,12 +35,6 @@ class DraftTree:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def children(self, node: int) -> list[int]:
-        return [i for i, p in enumerate(self.parents) if p == node]
-
-    def at_depth(self, depth: int) -> list[int]:
-        return [i for i, d in enumerate(self.depths) if d == depth]
-
     def add(self, parent: int, token: int, prob: float) -> int:
         self.tokens.append(token)
         self.parents.append(parent)
