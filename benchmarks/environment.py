@@ -91,37 +91,27 @@ def _ask_openblas() -> dict[str, Any]:
     return {}
 
 
-def git_commit(root: Path) -> str | None:
+def _git(root: Path, *args: str) -> str | None:
+    """A git command's output in `root`, or None when git is missing or fails."""
     try:
         done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() or None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_commit(root: Path) -> str | None:
+    return (_git(root, "rev-parse", "--short", "HEAD") or "").strip() or None
 
 
 def uncommitted_changes(root: Path) -> list[str] | None:
     """Files under engine/ and deepinfer_tui/ that differ from the commit (measured as is)."""
-    try:
-        done = subprocess.run(
-            ["git", "status", "--porcelain", "--", "engine", "deepinfer_tui"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+    out = _git(root, "status", "--porcelain", "--", "engine", "deepinfer_tui")
+    if out is None:
         return None
-    if done.returncode != 0:
-        return None
-    return [line[3:] for line in done.stdout.splitlines() if line.strip()]
+    return [line[3:] for line in out.splitlines() if line.strip()]
 
 
 def environment(root: Path) -> dict[str, Any]:
