@@ -116,6 +116,7 @@ class _Plan:
     draft_replay: int = 0  # leading draft rows that were consumer-only replays
     target_rows: dict[int, int] = field(default_factory=dict)  # tree node -> target row
     base_item: RowBatchItem | None = None  # the target's catch-up rows, built once a round
+    slots: np.ndarray | None = None  # pool slots of the target rows computed this round
 
 
 class Engine:
@@ -835,7 +836,7 @@ class Engine:
 
     def _reserve(self, plan: _Plan, reserved: set[int]) -> bool:
         """Get blocks for the plan's rows, shrinking its speculation to fit; False = deferred."""
-        count, _ = self._blocks_for(plan, 0)
+        count, shared = self._blocks_for(plan, 0)
         if not self._make_room(count, reserved):
             request = plan.request
             if request.admitted:  # not preempted itself: wait at the front of the queue
@@ -846,7 +847,8 @@ class Engine:
                     reason=f"needs {count} free blocks; space freed now is usable next round",
                 )
             return False
-        count, shared = self._blocks_for(plan, len(plan.selected))
+        if plan.selected:
+            count, shared = self._blocks_for(plan, len(plan.selected))
         free = self.pool.free_count()
         while plan.selected and count > free:
             plan.selected.pop()  # the deepest, most recently ranked node: still prefix-closed
@@ -924,11 +926,54 @@ class Engine:
         self._round_context = None
         outputs = self._forward_isolated(self.target, [p.item for p in plans], context)  # type: ignore[misc]
         self.counters["target_forwards"] += 1
+        computed = []
         for plan, out in zip(plans, outputs):
             if isinstance(out, Exception):
                 self._finish(plan.request, "error", f"{type(out).__name__}: {out}")
-                continue
-            self._commit(plan, out, now)
+            else:
+                computed.append((plan, out))
+        if not computed:
+            return
+        rows = self._store_rows(computed)
+        # The target's argmax at every verified node (and the root) of every plan, in one call.
+        offsets, index = 0, []
+        for plan, out in computed:
+            index.extend(offsets + row for row in plan.target_rows.values())
+            offsets += len(out)
+        best = iter(rows[index, self.target.layout.logits].argmax(axis=-1).tolist())
+        for plan, out in computed:
+            argmax = {node: next(best) for node in plan.target_rows}
+            self._commit(plan, out, argmax, now)
+
+    def _store_rows(self, computed: list[tuple[_Plan, Rows]]) -> np.ndarray:
+        """Write every computed target row into the pool (committed positions first, then the
+        tree's nodes as speculative rows); returns the rows of all plans, concatenated.
+
+        One write for the whole batch: each plan's slots are its own blocks (copy-on-write
+        happened when the round reserved space), so no plan's commit touches another's rows.
+        """
+        store = self.pool.stores["target"]
+        full_slots = []
+        for plan, out in computed:
+            request, item = plan.request, plan.item
+            assert item is not None
+            consumer = self._cursor(request, "target")[1]
+            plan.slots = self.pool.slots(request.table, consumer, consumer + len(out))
+            if item.replay:  # replayed positions keep their stored encoder state
+                store.write(
+                    plan.slots[: item.replay], out.take(slice(0, item.replay)), encoder=False
+                )
+                store.write(plan.slots[item.replay :], out.take(slice(item.replay, None)))
+            else:
+                full_slots.append(plan.slots)
+        rows = np.concatenate([out.data for _, out in computed])
+        if len(full_slots) == len(computed):
+            store.write(np.concatenate(full_slots), Rows(rows, self.target.layout))
+        elif full_slots:
+            for plan, out in computed:
+                if not plan.item.replay:  # type: ignore[union-attr]
+                    store.write(plan.slots, out)
+        return rows
 
     def _verify_item(self, plan: _Plan) -> RowBatchItem:
         base = plan.base_item or self._catch_up_item(plan.request, "target")
@@ -980,23 +1025,15 @@ class Engine:
                 model.reset_scratch()
         return outputs
 
-    def _commit(self, plan: _Plan, out: Rows, now: float) -> None:
-        request, tree, item = plan.request, plan.tree, plan.item
-        assert item is not None
+    def _commit(self, plan: _Plan, out: Rows, argmax: dict[int, int], now: float) -> None:
+        """Accept the longest verified path, commit its tokens and drop speculative blocks."""
+        request, tree, item, slots = plan.request, plan.tree, plan.item, plan.slots
+        assert item is not None and slots is not None
         n = len(request.tokens)
         consumer = self._cursor(request, "target")[1]
-        # Every computed row lands in the pool: committed positions first, then the tree's
-        # nodes in breadth-first order as speculative rows.
-        slots = self.pool.slots(request.table, consumer, consumer + len(item.tokens))
         store = self.pool.stores["target"]
         replay = item.replay
-        if replay:
-            store.write(slots[:replay], out.take(slice(0, replay)), encoder=False)
-        store.write(slots[replay:], out.take(slice(replay, None)))
         rows = plan.target_rows
-        nodes = list(rows)
-        best = out.logits[[rows[node] for node in nodes]].argmax(axis=-1)
-        argmax = dict(zip(nodes, best.tolist()))
         decision = accept(tree, plan.selected, argmax, request.eos_id)
         # Move the accepted path's rows next to the committed prefix (a chain is already there).
         for depth, node in enumerate(decision.path, start=1):
