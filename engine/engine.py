@@ -11,6 +11,7 @@ a warm restore has the first without the second.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable
@@ -119,6 +120,9 @@ class _Plan:
     slots: np.ndarray | None = None  # pool slots of the target rows computed this round
 
 
+_ENGINE_SERIALS = itertools.count()
+
+
 class Engine:
     """A paged, prefix-caching, speculative inference engine over TinyModel."""
 
@@ -169,6 +173,10 @@ class Engine:
         self._queue: deque[str] = deque()
         self._history: deque[_Checkpoint] = deque()
         self._round_context: tuple[tuple[int, ...], BatchContext] | None = None
+        # Models keep padded copies of stored rows across calls, keyed by `_context_key`:
+        # the key changes whenever a request's committed rows may have been rewritten.
+        self._serial = next(_ENGINE_SERIALS)
+        self._rewrites = 0
         self._admissions = 0
         self.trace: list[Event] = []
         self.tick = 0
@@ -392,6 +400,7 @@ class Engine:
 
     def _truncate(self, request: Request, cursor: int) -> list[int]:
         """Forget rows at and after `cursor`; returns the blocks released."""
+        self._rewrites += 1
         if not request.table:
             return []
         size = self.config.block_size
@@ -774,6 +783,7 @@ class Engine:
             replay=encoder - consumer,
             local_lower=request.local_lower,
             consumer_from=request.consumer_from,
+            context_key=(self._serial, request.request_id, role, request.admitted, self._rewrites),
         )
 
     def _draft_item(self, request: Request, role: str) -> RowBatchItem:
@@ -786,7 +796,7 @@ class Engine:
         index = item.context.index
         skip = len(item.context) - limit
         index = slice(index.start + skip, index.stop) if isinstance(index, slice) else index[skip:]
-        return replace(item, context=Stored(item.context.store, index))
+        return replace(item, context=Stored(item.context.store, index), context_key=None)
 
     # -- budget and pool space ----------------------------------------------------------------
 
@@ -894,6 +904,7 @@ class Engine:
         return False
 
     def _preempt(self, request: Request, wanted: int) -> None:
+        self._rewrites += 1
         lost = min(self._cursor(request, "target"))
         self.pool.release(request.table)
         self._emit(
@@ -1002,6 +1013,7 @@ class Engine:
             replay=base.replay,
             local_lower=base.local_lower,
             consumer_from=base.consumer_from,
+            context_key=base.context_key,
         )
 
     def _forward_isolated(
@@ -1019,10 +1031,12 @@ class Engine:
                     outputs.extend(model.forward_rows([item]))
                 except Exception as error:
                     outputs.append(error)
-        for index, out in enumerate(outputs):
-            if isinstance(out, Rows) and not np.isfinite(out.data).all():
-                outputs[index] = FloatingPointError("the model produced non-finite values")
-                model.reset_scratch()
+        computed = [out.data for out in outputs if isinstance(out, Rows)]
+        if computed and not np.isfinite(np.concatenate(computed)).all():  # rare: find which
+            for index, out in enumerate(outputs):
+                if isinstance(out, Rows) and not np.isfinite(out.data).all():
+                    outputs[index] = FloatingPointError("the model produced non-finite values")
+                    model.reset_scratch()
         return outputs
 
     def _commit(self, plan: _Plan, out: Rows, argmax: dict[int, int], now: float) -> None:
@@ -1257,6 +1271,7 @@ class Engine:
             self.pool.released = []
 
     def _restore(self, checkpoint: _Checkpoint) -> None:
+        self._rewrites += 1
         self.tick = checkpoint.tick
         self.requests = {
             k: (r if r.status == "finished" else r.copy()) for k, r in checkpoint.requests.items()

@@ -149,8 +149,10 @@ class BlockPool:
     def slots(self, table: list[int], start: int, stop: int) -> np.ndarray:
         """Slot indices of positions [start, stop) of a request with this block table."""
         size = self.block_size
-        if stop - start == 1:  # the common decode case: one row
-            return np.array([table[start // size] * size + start % size])
+        index = start // size
+        if stop <= start or index == (stop - 1) // size:  # one block: consecutive slots
+            offset = table[index] * size - index * size if stop > start else 0
+            return np.arange(start + offset, stop + offset)
         positions = np.arange(start, stop)
         blocks = np.asarray(table, dtype=np.int64)[positions // size]
         return blocks * size + positions % size

@@ -420,3 +420,24 @@ def test_run_delivers_each_result_once_and_generate_runs_everything() -> None:
     assert result.to_dict()["tokens"] == list(result.tokens)
     for rid in (first, second, waiting, result.request_id):
         check_against_oracle(engine, rid)
+
+
+@pytest.mark.parametrize("draft", ["none", "close"])
+def test_engines_sharing_one_model_stay_exact_when_interleaved(draft: str) -> None:
+    """Models keep padded copies of stored rows between calls; two engines with the same
+    request ids must never read each other's rows through them."""
+    target, draft_model = build_models(5, 4, draft)
+    engines = [
+        Engine(target, draft_model, config=EngineConfig(block_size=2), clock=ManualClock())
+        for _ in range(2)
+    ]
+    prompts = ([[1, 2, 3, 4, 5, 6], [7, 8, 9]], [[9, 9, 1, 2, 3, 4], [4, 3, 2]])
+    for engine, pair in zip(engines, prompts):
+        for prompt in pair:
+            engine.submit(prompt, max_tokens=6)  # both engines name them request-1, request-2
+    while not all(engine.idle for engine in engines):
+        for engine in engines:
+            if not engine.idle:
+                engine.step()
+    for engine in engines:
+        assert len(check_all_finished(engine)) == 2
