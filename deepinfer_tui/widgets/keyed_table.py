@@ -1,21 +1,28 @@
-"""A DataTable whose cell render cache is keyed on each cell's content.
+"""A DataTable whose render caches are keyed on each cell's content.
 
-Textual's DataTable puts a table-wide update counter in every cell's cache key, so a single
-`update_cell` re-renders every visible cell through Rich on the next repaint. At 64 running
-requests that was the largest cost of a keypress. `ContentKeyedDataTable` keys the cache on what
-a cell shows and how (text, styles, width, cursor, hover, zebra row style, focus), so only cells
-whose content changed are rendered again; and it builds a one-line, single-style `Text` cell's
-segments directly, in the exact shape Rich gives them (a test compares the two).
+Textual's DataTable puts a table-wide update counter in every cell's, row's and line's cache
+key, so a single `update_cell` re-renders every visible cell through Rich on the next repaint.
+At 64 running requests that was the largest cost of a keypress. `ContentKeyedDataTable` keys
+its caches on what a cell shows and how (text, styles, width, cursor, hover, zebra row style,
+focus), so only cells whose content changed are rendered again; and it builds a one-line,
+single-style `Text` cell's segments directly, in the exact shape Rich gives them.
 
-Both hook private DataTable methods. Their signatures are checked at import time; with a Textual
-whose internals differ, the table falls back to plain DataTable rendering (slower, still right).
+Lines are assembled the same way: every visible row changes each round, and for each line it
+draws DataTable looks up the header and zebra component styles (a walk over the widget's
+ancestors), re-reads the column widths, and crops, pads and simplifies the joined cells. This
+table reads those values once per repaint, keeps each cell's segments simplified, and keys
+whole lines on their cells' content. A test compares what it draws with plain DataTable's.
+
+All of this hooks private DataTable methods and attributes. Method signatures are checked at
+import time, attributes when a table is built; with a Textual whose internals differ, the
+table falls back to plain DataTable rendering (slower, still right).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -26,11 +33,17 @@ from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist, CellType
+from textual.widgets.data_table import CellDoesNotExist, CellType, ColumnKey, RowKey
 
 from .repaint_style import StyleOncePerRepaint
 
+try:  # DataTable's own line crop, so a cropped line is cut exactly as DataTable cuts it
+    from textual._segment_tools import line_crop
+except ImportError:  # pragma: no cover - depends on the installed Textual
+    line_crop = None
+
 SegmentLines = list[list[Segment]]
+RowPair = tuple[SegmentLines, SegmentLines]  # (fixed cells, scrollable cells), as DataTable's
 SMALL_CACHE = 256  # entries: a few screens of lines
 
 
@@ -41,17 +54,15 @@ def _parameters(function: Callable[..., Any] | None) -> list[str]:
         return []
 
 
-RENDER_CELL_HOOKABLE = _parameters(getattr(DataTable, "_render_cell", None)) == [
-    "self",
-    "row_index",
-    "column_index",
-    "base_style",
-    "width",
-    "cursor",
-    "hover",
-]
-STYLES_HOOKABLE = _parameters(getattr(DataTable, "_get_styles_to_render_cell", None)) == [
-    "self",
+def _hookable(name: str, *parameters: str) -> bool:
+    return _parameters(getattr(DataTable, name, None)) == ["self", *parameters]
+
+
+RENDER_CELL_HOOKABLE = _hookable(
+    "_render_cell", "row_index", "column_index", "base_style", "width", "cursor", "hover"
+)
+STYLES_HOOKABLE = _hookable(
+    "_get_styles_to_render_cell",
     "is_header_cell",
     "is_row_label_cell",
     "is_fixed_style_cell",
@@ -61,20 +72,58 @@ STYLES_HOOKABLE = _parameters(getattr(DataTable, "_get_styles_to_render_cell", N
     "show_hover_cursor",
     "has_css_foreground_priority",
     "has_css_background_priority",
-]
+)
+LINES_HOOKABLE = (
+    line_crop is not None
+    and _hookable("_render_line", "y", "x1", "x2", "base_style")
+    and _hookable(
+        "_render_line_in_row",
+        "row_key",
+        "line_no",
+        "base_style",
+        "cursor_location",
+        "hover_location",
+    )
+    and _hookable("_get_offsets", "y")
+    and _hookable("_get_row_style", "row_index", "base_style")
+)
+# Instance attributes the line path reads; DataTable's constructor sets them.
+LINE_ATTRIBUTES = (
+    "_data",
+    "_row_locations",
+    "_column_locations",
+    "_labelled_row_exists",
+    "_show_hover_cursor",
+)
+
+
+class _Setup(NamedTuple):
+    """What every line of one repaint shares."""
+
+    column_keys: tuple[ColumnKey, ...]
+    widths: tuple[int, ...]  # each column's render width, padding included
+    remaining: int  # blank cells right of the last column
+    flags: tuple[Hashable, ...]  # cursor settings, padding and focus/hover pseudo-classes
 
 
 class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
-    """DataTable with a per-cell content cache and a direct renderer for plain text cells."""
+    """DataTable with content-keyed cell and line caches and a direct text cell renderer."""
 
     content_keyed = RENDER_CELL_HOOKABLE  # False: render exactly as DataTable does
     direct_text_cells = RENDER_CELL_HOOKABLE and STYLES_HOOKABLE  # False: Rich renders cells
+    keyed_lines = RENDER_CELL_HOOKABLE and STYLES_HOOKABLE and LINES_HOOKABLE  # False: DataTable's
 
     def __init__(self, **kwargs: Any) -> None:
         # Before DataTable's constructor, which already clears caches (ours included).
         self._cells: LRUCache[Hashable, SegmentLines] = LRUCache(1024)
+        self._lines: LRUCache[Hashable, _Line] = LRUCache(SMALL_CACHE)
         self._pseudo_classes: Hashable = None
+        # Values that cannot change within one repaint, read once per repaint; None outside
+        # a repaint (a direct render_line call), when they are read for every line.
+        self._repaint_memo: dict[Hashable, Any] | None = None
         super().__init__(**kwargs)
+        if not all(hasattr(self, name) for name in LINE_ATTRIBUTES):
+            self.keyed_lines = False
         # DataTable's own line and row caches are keyed on its update counter, so after an
         # update their old entries are never read again; at their default sizes (1000 and
         # more) they keep tens of thousands of dead objects for the garbage collector to scan.
@@ -86,7 +135,169 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
     def render_lines(self, crop: Region) -> list[Strip]:
         # Focus and hover change the cursor's colours: read them once per repaint, not per cell.
         self._pseudo_classes = self.get_pseudo_class_state()
-        return super().render_lines(crop)
+        self._repaint_memo = {}
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._repaint_memo = None
+
+    def _memo(self, key: Hashable, compute: Callable[..., Any], *arguments: Any) -> Any:
+        memo = self._repaint_memo
+        if memo is None:
+            return compute(*arguments)
+        if key not in memo:
+            memo[key] = compute(*arguments)
+        return memo[key]
+
+    # -- lines --------------------------------------------------------------------------------
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        line = None
+        if self.keyed_lines and self.content_keyed:
+            try:
+                row_key, line_no = self._get_offsets(y)
+            except LookupError:
+                return Strip.blank(self.size.width, base_style)  # below the rows, as DataTable
+            where = (self.cursor_coordinate, self.hover_coordinate)
+            line = self._keyed_line(row_key, line_no, base_style, *where)
+        if line is None:
+            return super()._render_line(y, x1, x2, base_style)
+        strip, width = line.strip, self.size.width
+        if x1 == 0 and strip.cell_length == x2 == width and line.starts_visible:
+            return strip  # the whole line fits: DataTable's crop and padding change nothing
+        assert line_crop is not None  # keyed_lines is off without it
+        segments = line_crop(list(strip), x1, x2, strip.cell_length)
+        return Strip(segments).adjust_cell_length(width, base_style).simplify()
+
+    def _render_line_in_row(
+        self,
+        row_key: RowKey,
+        line_no: int,
+        base_style: Style,
+        cursor_location: Coordinate,
+        hover_location: Coordinate,
+    ) -> RowPair:
+        arguments = (row_key, line_no, base_style, cursor_location, hover_location)
+        line = self._keyed_line(*arguments) if self.keyed_lines and self.content_keyed else None
+        return super()._render_line_in_row(*arguments) if line is None else line.pair
+
+    def _keyed_line(
+        self,
+        row_key: RowKey,
+        line_no: int,
+        base_style: Style,
+        cursor_location: Coordinate,
+        hover_location: Coordinate,
+    ) -> _Line | None:
+        """One line of a row, from a cache keyed on its cells' content; None: not handled.
+
+        Handles the tables this app draws (row cursor, no row labels, no fixed columns,
+        one-line Text cells); anything else is left to DataTable.
+        """
+        setup: _Setup | None = self._memo("setup", self._line_setup)
+        if setup is None:
+            return None
+        row_index = self._row_locations.get(row_key)
+        if row_index is None:
+            row_index = -1  # the header row
+        found = self._row_content(row_key, row_index, setup)
+        if found is None:
+            return None
+        contents, values = found
+        row_style = self._row_style(row_index, base_style)
+        # Cursor type "row": a cell is highlighted when its row is the cursor's (or hover's).
+        cursor = cursor_location.row == row_index
+        hover = hover_location.row == row_index
+        key = (
+            row_index,  # DataTable puts the row and column index in each cell's style meta
+            line_no,
+            contents,
+            row_style,
+            cursor,
+            hover,
+            setup.widths,
+            setup.remaining,
+            setup.flags,
+        )
+        line = self._lines.get(key)
+        if line is not None:
+            return line
+        cells: SegmentLines = []
+        for column_index, cell in enumerate(zip(contents, values, setup.widths)):
+            content, value, width = cell
+            where = (row_index, column_index, row_style, width, cursor, hover)
+            cells.append(self._keyed_cell(content, value, *where, setup.flags)[line_no])
+        # The blank right of the last column, styled as DataTable extends a row.
+        extend_style, _ = self._get_styles_to_render_cell(
+            row_index == -1,
+            False,
+            False,
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            False,
+            False,
+        )
+        extend_style = row_style + extend_style
+        extend_style += Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
+        cells.append([Segment(" " * setup.remaining, extend_style)])
+        line = _Line(([], cells))
+        self._lines[key] = line
+        return line
+
+    def _line_setup(self) -> _Setup | None:
+        if (
+            self.cursor_type != "row"
+            or self.fixed_columns
+            or (self._labelled_row_exists and self.show_row_labels)
+        ):
+            return None
+        columns = self.ordered_columns
+        widths = tuple(column.get_render_width(self) for column in columns)
+        return _Setup(
+            column_keys=tuple(column.key for column in columns),
+            widths=widths,
+            remaining=max(0, self.size.width - sum(widths)),
+            flags=self._cell_flags(),
+        )
+
+    def _row_content(
+        self, row_key: RowKey, row_index: int, setup: _Setup
+    ) -> tuple[tuple[Hashable, ...], list[object]] | None:
+        """Every cell's content (hashable) and value, in column order; None if any cell is not
+        a one-line Text."""
+        if row_index < 0:
+            values: list[object] = [column.label for column in self.ordered_columns]
+            # Header cells are rendered by Rich, whose lines depend on the header's height.
+            identity: Hashable = ("header", self.header_height)
+        else:
+            row = self.rows.get(row_key)
+            cells = self._data.get(row_key)
+            if row is None or cells is None or row.height != 1:
+                return None  # auto-height rows are measured by rendering: leave them alone
+            values = [cells.get(key) for key in setup.column_keys]
+            identity = None
+        contents = []
+        for value in values:
+            content = _text_content(value)
+            if content is None:
+                return None
+            contents.append((identity, content))
+        return tuple(contents), values
+
+    def _row_style(self, row_index: int, base_style: Style) -> Style:
+        # The header, fixed rows, then zebra parity: all DataTable's row style depends on.
+        if row_index == -1:
+            kind: Hashable = "header"
+        elif row_index < self.fixed_rows:
+            kind = "fixed"
+        else:
+            kind = row_index % 2
+        key = ("row style", kind, base_style)
+        return self._memo(key, self._get_row_style, row_index, base_style)  # type: ignore[no-any-return]
+
+    # -- cells --------------------------------------------------------------------------------
 
     def _render_cell(
         self,
@@ -97,20 +308,18 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         cursor: bool = False,
         hover: bool = False,
     ) -> SegmentLines:
-        render = super()._render_cell
+        where = (row_index, column_index, base_style, width, cursor, hover)
         if not self.content_keyed:
-            return render(row_index, column_index, base_style, width, cursor, hover)
-        content = self._cell_content(row_index, column_index)
-        if content is None:
-            return render(row_index, column_index, base_style, width, cursor, hover)
-        key = (
-            row_index,  # DataTable puts the row and column index in each cell's style meta
-            column_index,
-            content,
-            base_style,
-            width,
-            cursor,
-            hover,
+            return super()._render_cell(*where)
+        found = self._cell_content(row_index, column_index)
+        if found is None:
+            return super()._render_cell(*where)
+        content, value = found
+        return self._keyed_cell(content, value, *where, self._cell_flags())
+
+    def _cell_flags(self) -> tuple[Hashable, ...]:
+        """Everything besides content, position and row style that a cell's look depends on."""
+        return (
             self.show_cursor,
             getattr(self, "_show_hover_cursor", None),
             self.cursor_foreground_priority,
@@ -118,16 +327,33 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
             self.cell_padding,
             self._pseudo_classes,
         )
+
+    def _keyed_cell(
+        self,
+        content: Hashable,
+        value: object,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool,
+        hover: bool,
+        flags: tuple[Hashable, ...],
+    ) -> SegmentLines:
+        """A cell's lines from the cache, keyed on its content; rendered on a miss."""
+        key = (row_index, column_index, content, base_style, width, cursor, hover, flags)
         lines = self._cells.get(key)
         if lines is None:
+            where = (row_index, column_index, base_style, width, cursor, hover)
             direct = self.direct_text_cells and row_index >= 0
-            arguments = (row_index, column_index, base_style, width, cursor, hover)
-            lines = (self._render_text_cell(*arguments) if direct else None) or render(*arguments)
+            lines = (self._render_text_cell(value, *where) if direct else None) or [
+                list(Segment.simplify(line)) for line in super()._render_cell(*where)
+            ]
             self._cells[key] = lines
         return lines
 
-    def _cell_content(self, row_index: int, column_index: int) -> Hashable | None:
-        """What a cell shows, as a hashable value; None when it is not a one-line Text."""
+    def _cell_content(self, row_index: int, column_index: int) -> tuple[Hashable, object] | None:
+        """What a cell shows, as a hashable value, and the cell's value; None: not one-line Text."""
         if column_index < 0:
             return None  # row labels: this table has none; DataTable renders them
         if row_index < 0:
@@ -136,7 +362,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
                 return None
             column = columns[column_index]
             value: object = column.label
-            identity: tuple[object, ...] = ("header", column.key, self.header_height)
+            identity: Hashable = ("header", column.key, self.header_height)
         else:
             try:
                 row_key, column_key = self.coordinate_to_cell_key(
@@ -149,14 +375,12 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
             if row is None or row.height != 1:
                 return None  # auto-height rows are measured by rendering: leave them alone
             identity = (row_key, column_key)
-        if not isinstance(value, Text):
-            return None
-        style = value.style if isinstance(value.style, str) else str(value.style)
-        spans = tuple((span.start, span.end, str(span.style)) for span in value.spans)
-        return (*identity, value.plain, style, spans, value.justify, value.overflow, value.end)
+        content = _text_content(value)
+        return None if content is None else ((identity, content), value)
 
     def _render_text_cell(
         self,
+        value: object,
         row_index: int,
         column_index: int,
         base_style: Style,
@@ -164,9 +388,8 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         cursor: bool,
         hover: bool,
     ) -> SegmentLines | None:
-        """The segments Rich would give a one-line, single-style Text cell; None if not one."""
-        row_key, column_key = self.coordinate_to_cell_key(Coordinate(row_index, column_index))
-        value = self.get_cell(row_key, column_key)
+        """The segments Rich would give a one-line, single-style Text cell, simplified (equal
+        neighbours joined, as DataTable does to each line); None if the cell is not one."""
         if not isinstance(value, Text) or value.spans or value.justify not in (None, "default"):
             return None
         padding = self.cell_padding
@@ -200,12 +423,40 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
             segments.append(Segment(" " * (inner - length), blank))
         if padding:
             segments.append(Segment(" " * padding, blank))
-        return [segments]
+        return [list(Segment.simplify(segments))]
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._cells.clear()  # component styles (cursor, zebra, theme) may have changed
+        # Component styles (cursor, zebra, theme) may have changed.
+        self._cells.clear()
+        self._lines.clear()
 
     def _clear_caches(self) -> None:
         super()._clear_caches()
         self._cells.clear()
+        self._lines.clear()
+
+
+class _Line:
+    """One drawn line of a row: DataTable's (fixed, scrollable) cell lines, and the strip."""
+
+    __slots__ = ("pair", "starts_visible", "strip")
+
+    def __init__(self, pair: RowPair) -> None:
+        self.pair = pair
+        segments = [segment for cell in pair[1] for segment in cell]
+        # Each cell is simplified already, and neighbouring cells never share a style (the
+        # cell's column is in its style's meta); join them anyway if they ever do.
+        joined = any(a[-1].style == b[0].style for a, b in zip(pair[1], pair[1][1:]) if a and b)
+        self.strip = Strip(Segment.simplify(segments) if joined else segments)
+        # DataTable crops each line, which drops leading zero-width segments.
+        self.starts_visible = bool(segments and segments[0].text)
+
+
+def _text_content(value: object) -> Hashable | None:
+    """What a Text shows, as a hashable value; None for anything else."""
+    if not isinstance(value, Text):
+        return None
+    style = value.style if isinstance(value.style, str) else str(value.style)
+    spans = tuple((span.start, span.end, str(span.style)) for span in value.spans)
+    return (value.plain, style, spans, value.justify, value.overflow, value.end)
