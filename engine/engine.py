@@ -63,6 +63,9 @@ class Request:
     final: tuple[Rows, int] | None = None  # rows [0, cursor) copied out at finish, cursor
     preemptions: int = 0
     hashed: int = 0  # leading blocks whose prefix hash is set
+    # The table this map was made for, and the slot of every position it covers (an int: the
+    # first slot, when the blocks are consecutive). Rebuilt only when the table changes.
+    slot_map: tuple[list[int], np.ndarray | int] | None = None
 
     @property
     def generated(self) -> int:
@@ -969,7 +972,7 @@ class Engine:
             request, item = plan.request, plan.item
             assert item is not None
             consumer = self._cursor(request, "target")[1]
-            plan.slots = self.pool.slots(request.table, consumer, consumer + len(out))
+            plan.slots = self._slot_array(request, consumer, consumer + len(out))
             if item.replay:  # replayed positions keep their stored encoder state
                 store.write(
                     plan.slots[: item.replay], out.take(slice(0, item.replay)), encoder=False
@@ -1140,7 +1143,7 @@ class Engine:
         if not chain:
             return
         out = plan.draft_out
-        slots = self.pool.slots(request.table, consumer, consumer + len(chain))
+        slots = self._slot_array(request, consumer, consumer + len(chain))
         store = self.pool.stores["draft"]
         replay = min(plan.draft_replay, len(chain))
         rows = out.take(np.array(chain))
@@ -1322,9 +1325,30 @@ class Engine:
         store = self.pool.stores[role]
         if stop <= start or not request.table:
             return Stored(store, slice(0, 0))
-        if start == 0:
-            return Stored(store, self.pool.span(request.table, stop))
-        return Stored(store, self.pool.slots(request.table, start, stop))
+        return Stored(store, self._slots(request, start, stop))
+
+    def _slots(self, request: Request, start: int, stop: int) -> np.ndarray | slice:
+        """Pool slots of the request's positions [start, stop): a slice (a view, no gather)
+        when its blocks are consecutive. Made from a per-table map, as this runs several times
+        per request per round."""
+        cached = request.slot_map
+        if cached is None or cached[0] != request.table:
+            table = list(request.table)
+            size = self.config.block_size
+            first = table[0] if table else 0
+            if table == list(range(first, first + len(table))):
+                mapping: np.ndarray | int = first * size
+            else:
+                mapping = (np.array(table)[:, None] * size + np.arange(size)).ravel()
+            request.slot_map = cached = (table, mapping)
+        mapping = cached[1]
+        if isinstance(mapping, int):
+            return slice(mapping + start, mapping + stop)
+        return mapping[start:stop]
+
+    def _slot_array(self, request: Request, start: int, stop: int) -> np.ndarray:
+        slots = self._slots(request, start, stop)
+        return np.arange(slots.start, slots.stop) if isinstance(slots, slice) else slots
 
     def _rows(self, request: Request, role: str, start: int, stop: int) -> Rows:
         """The request's stored rows for positions [start, stop) of one model."""
