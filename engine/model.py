@@ -574,7 +574,9 @@ class TinyModel:
                 padded[b, :, start:count] = planes(stored, width)
         return padded
 
-    def batch_context(self, batch: list[RowBatchItem], tail: int = 0) -> BatchContext:
+    def batch_context(
+        self, batch: list[RowBatchItem], tail: int = 0, scratch: str = "globals"
+    ) -> BatchContext:
         """Pad the stored rows of a batch once; a single item is used without copying."""
         layout = self.layout
         lengths = np.array([item.encoder_length for item in batch], dtype=np.int64)
@@ -596,7 +598,7 @@ class TinyModel:
         size = len(batch)
         c_max = int(lengths.max())
         l_max = max(local_counts)
-        globals_ = self._padded_globals("globals", batch, c_max + tail)
+        globals_ = self._padded_globals(scratch, batch, c_max + tail)
         local = np.zeros((size, l_max, 2 * self.depth * self.width))
         local_positions = np.full((size, l_max), _FAR, dtype=np.int64)
         for b, item in enumerate(batch):
@@ -620,8 +622,8 @@ class TinyModel:
             and item.earlier is None
             and np.array_equal(item.parents, np.arange(len(item.tokens)) - 1)
         ]
-        if context is None and all(_is_plain_decode(item) for item in batch):
-            return self._decode_rows(batch)
+        if all(_is_plain_decode(item) for item in batch):
+            return self._decode_rows(batch, context)
         if not long or context is not None:
             return self._compute_rows(batch, context)
         results: list[Rows | None] = [None] * len(batch)
@@ -633,14 +635,16 @@ class TinyModel:
             results[i] = self._compute_chunked(batch[i])
         return results  # type: ignore[return-value]
 
-    def _decode_rows(self, batch: list[RowBatchItem]) -> list[Rows]:
+    def _decode_rows(
+        self, batch: list[RowBatchItem], context: BatchContext | None = None
+    ) -> list[Rows]:
         """The common decode step without the tree and scatter machinery of `_compute_rows`:
         every item adds one row right after its stored rows. Same maths (the oracle tests hold
         both paths to `full_forward`); about a third of the NumPy calls.
 
         Each attention runs over the stored rows plus the new row itself. A single item reads
-        its stored rows in place (no padding copy); a batch pads them once, with every item's
-        own row in the last slot and a mask over the padding.
+        its stored rows in place (no padding copy); a padded batch puts every item's own row
+        in the first tail slot, after the padding, under a mask.
         """
         w, layout, width = self.weights, self.layout, self.width
         size = len(batch)
@@ -648,10 +652,11 @@ class TinyModel:
         positions = np.array([item.positions[0] for item in batch], dtype=np.int64)
         new = np.empty((size, layout.size))
         scale = 1.0 / np.sqrt(width)
+        if context is None:
+            context = self.batch_context(batch, tail=1, scratch="decode")
 
-        if size == 1:
-            # (4, C, W) planes of the stored rows: views into the pool when they are contiguous.
-            stored = planes(batch[0].context.columns(layout.globals), width)
+        if not context.merged:
+            stored = context.globals[0]  # (4, C, W) planes: views into the pool if contiguous
 
             def attend(q: np.ndarray, plane: int) -> np.ndarray:
                 own_k, own_v = (
@@ -667,29 +672,24 @@ class TinyModel:
                 return (s @ stored[plane + 1] + weight * own_v) / (s.sum() + weight)
 
         else:
-            lengths = [item.encoder_length for item in batch]
-            c_max = max(lengths)
-            padded = self._padded_globals("decode", batch, c_max + 1)
-            slot = np.arange(c_max + 1)
-            visible = (slot[None, :] < np.array(lengths)[:, None]) | (slot == c_max)[None, :]
+            context.reserve(1)
+            padded, own = context.globals, context.stored
+            slot = np.arange(own + 1)
+            visible = (slot[None, :] < context.length[:, None]) | (slot == own)[None, :]
             bias = _bias(visible)[:, None, :]  # (B, 1, C + 1)
 
             def attend(q: np.ndarray, plane: int) -> np.ndarray:
-                # Each item's own row goes in the last slot, after the padding.
-                padded[:, plane, c_max] = new[:, plane * width : (plane + 1) * width]
-                padded[:, plane + 1, c_max] = new[:, (plane + 1) * width : (plane + 2) * width]
-                keys, values = padded[:, plane], padded[:, plane + 1]
+                padded[:, plane, own] = new[:, plane * width : (plane + 1) * width]
+                padded[:, plane + 1, own] = new[:, (plane + 1) * width : (plane + 2) * width]
+                keys, values = padded[:, plane, : own + 1], padded[:, plane + 1, : own + 1]
                 return _attend(q[:, None, :], keys, values, bias)[:, 0]
 
-        # Local window: the stored window rows, padding, then the row itself (always visible).
-        l_max = max(len(item.local_positions) for item in batch)
-        local = np.zeros((size, l_max + 1, 2 * self.depth * width))
-        local_positions = np.full((size, l_max + 1), _FAR, dtype=np.int64)
-        for b, item in enumerate(batch):
-            count = len(item.local_positions)
-            if count:
-                local[b, :count] = item.local.columns(layout.local)
-                local_positions[b, :count] = item.local_positions
+        # Local window: the stored window rows (padded), then the row itself (always visible).
+        l_max = context.local.shape[1]
+        local = np.empty((size, l_max + 1, 2 * self.depth * width))
+        local[:, :l_max] = context.local
+        local_positions = np.empty((size, l_max + 1), dtype=np.int64)
+        local_positions[:, :l_max] = context.local_positions
         local_positions[:, l_max] = positions
         local_bias = _bias(local_positions > (positions - self.window)[:, None])[:, None, :]
 
