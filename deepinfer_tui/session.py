@@ -37,7 +37,12 @@ class LogView(Sequence[Event]):
     def __getitem__(self, index: slice) -> list[Event]: ...
     def __getitem__(self, index: int | slice) -> Event | list[Event]:
         if isinstance(index, slice):
-            return self._events[: self._length][index]
+            # Copies only the slice, not the whole shared list first (a reader of the last
+            # rounds would otherwise copy the entire log).
+            start, stop, step = index.indices(self._length)
+            if step == 1:
+                return self._events[start:stop]
+            return [self._events[i] for i in range(start, stop, step)]
         if index < 0:
             index += self._length
         if not 0 <= index < self._length:

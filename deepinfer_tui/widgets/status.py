@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from .legend import BLOCK_MARKS, STATUS_MARKS
 from .quiet import update_static
-from .view import View
+from .view import Event, View
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 16
@@ -32,21 +32,61 @@ def sparkline(values: Sequence[int], width: int = SPARK_WIDTH) -> str:
     return "".join(glyphs)
 
 
+class CommitTally:
+    """Tokens committed per round, kept as the log grows: each refresh reads only new events.
+
+    The log only grows, or loses its tail (undo, a replay frame back); checking the last
+    event already read tells the two apart, and a shortened log is tallied again.
+    """
+
+    def __init__(self) -> None:
+        self._read = 0  # events of the log read so far
+        self._last: Event | None = None  # the last of them
+        self._per_round: dict[int, int] = {}
+
+    def last_rounds(self, view: View, rounds: int) -> tuple[int, ...]:
+        """What `view.committed_in_last_rounds(rounds)` returns, from the tally."""
+        self._follow(view.log)
+        first = max(1, view.tick - rounds + 1)
+        return tuple(self._per_round.get(tick, 0) for tick in range(first, view.tick + 1))
+
+    def _follow(self, log: Sequence[Event]) -> None:
+        read = self._read
+        if read and (len(log) < read or not _same(log[read - 1], self._last)):
+            read = 0
+            self._per_round.clear()
+        for event in log[read:]:
+            if event.get("kind") == "commit" and "tick" in event:
+                tick = int(event["tick"])
+                self._per_round[tick] = self._per_round.get(tick, 0) + len(event.get("tokens", ()))
+        self._read = len(log)
+        self._last = log[-1] if log else None
+
+
+def _same(ours: Event | None, theirs: Event) -> bool:
+    return ours is theirs or ours == theirs
+
+
 class StatusBar(Static):
     """Two lines of figures; rendered from the view alone, redrawn only when they change."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._shown: Text | None = None
+        self._tally = CommitTally()
 
     def show(self, view: View) -> None:
-        text = render_status(view)
+        text = render_status(view, self._tally.last_rounds(view, SPARK_WIDTH))
         if text != self._shown:
             self._shown = text
             update_static(self, text)
 
 
-def render_status(view: View) -> Text:
+def render_status(view: View, committed: Sequence[int] | None = None) -> Text:
+    """The header's two lines; `committed`: tokens per round for the sparkline (default:
+    read from the view's log)."""
+    if committed is None:
+        committed = view.committed_in_last_rounds(SPARK_WIDTH)
     snapshot = view.snapshot
     metrics = snapshot.get("metrics", {})
     counts = metrics.get("requests", {})
@@ -85,7 +125,7 @@ def render_status(view: View) -> Text:
     acceptance = snapshot.get("acceptance")
     text.append(" · accept " + ("—" if acceptance is None else f"{acceptance:.0%}"))
     text.append(f" · committed {counts.get('committed_tokens', 0)} ")
-    text.append(sparkline(view.committed_in_last_rounds(SPARK_WIDTH)) or "·", style="bold green")
+    text.append(sparkline(committed) or "·", style="bold green")
     if view.replay is not None and view.replay.divergence:
         text.append(f"\n ⚠ diverged: {view.replay.divergence}", style="bold red")
     return text

@@ -6,6 +6,7 @@ read it. Keeping this Textual-free makes the panes' inputs plain data.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -63,18 +64,18 @@ class View:
     def committed_in_last_rounds(self, rounds: int) -> tuple[int, ...]:
         """Tokens committed in each of the last `rounds` rounds up to tick, oldest first.
 
-        Reads the log from its end (events are in tick order), so a header that shows the
-        last few rounds costs the same after 10 rounds or 10,000.
+        Reads only those rounds' events, found by bisection (events are in tick order), so a
+        header that shows the last few rounds costs the same after 10 rounds or 10,000.
         """
         first = max(1, self.tick - rounds + 1)
         counts = [0] * (self.tick - first + 1)
-        for event in reversed(self.log):
-            if "tick" not in event:
+        log = self.log
+        start = bisect_left(log, first, key=_tick_of)
+        for event in log[start:]:
+            if event.get("kind") != "commit" or "tick" not in event:
                 continue
             tick = int(event["tick"])
-            if tick < first:
-                break
-            if event.get("kind") == "commit" and tick <= self.tick:
+            if first <= tick <= self.tick:
                 counts[tick - first] += len(event.get("tokens", ()))
         return tuple(counts)
 
@@ -97,3 +98,8 @@ class View:
             for entry in self.snapshot.get("cache", [])
             if entry["tokens"] and sequence[: len(entry["tokens"])] == list(entry["tokens"])
         ]
+
+
+def _tick_of(event: Event) -> int:
+    # Every engine event and session note has a tick; anything else sorts first (never read).
+    return int(event.get("tick", -1))
