@@ -715,7 +715,7 @@ class Engine:
         """A draft forward; a request whose draft fails finishes with an error (its rows are
         replaced by empty ones so the batch keeps its shape for the next level)."""
         assert self.draft is not None
-        outputs = self._forward_isolated(self.draft, items, context)
+        outputs, _ = self._forward_isolated(self.draft, items, context)
         self.counters["draft_forwards"] += 1
         rows = []
         for plan, out in zip(plans, outputs):
@@ -938,7 +938,8 @@ class Engine:
         if self._round_context is not None and self._round_context[0] == tuple(map(id, plans)):
             context = self._round_context[1]  # the same requests the draft padded this round
         self._round_context = None
-        outputs = self._forward_isolated(self.target, [p.item for p in plans], context)  # type: ignore[misc]
+        items = [p.item for p in plans]
+        outputs, flat = self._forward_isolated(self.target, items, context)  # type: ignore[arg-type]
         self.counters["target_forwards"] += 1
         computed = []
         for plan, out in zip(plans, outputs):
@@ -948,7 +949,7 @@ class Engine:
                 computed.append((plan, out))
         if not computed:
             return
-        rows = self._store_rows(computed)
+        rows = self._store_rows(computed, flat)
         # The target's argmax at every verified node (and the root) of every plan, in one call.
         offsets, index = 0, []
         for plan, out in computed:
@@ -959,7 +960,9 @@ class Engine:
             argmax = {node: next(best) for node in plan.target_rows}
             self._commit(plan, out, argmax, now)
 
-    def _store_rows(self, computed: list[tuple[_Plan, Rows]]) -> np.ndarray:
+    def _store_rows(
+        self, computed: list[tuple[_Plan, Rows]], flat: np.ndarray | None
+    ) -> np.ndarray:
         """Write every computed target row into the pool (committed positions first, then the
         tree's nodes as speculative rows); returns the rows of all plans, concatenated.
 
@@ -980,7 +983,7 @@ class Engine:
                 store.write(plan.slots[item.replay :], out.take(slice(item.replay, None)))
             else:
                 full_slots.append(plan.slots)
-        rows = np.concatenate([out.data for _, out in computed])
+        rows = flat if flat is not None else np.concatenate([out.data for _, out in computed])
         if len(full_slots) == len(computed):
             store.write(np.concatenate(full_slots), Rows(rows, self.target.layout))
         elif full_slots:
@@ -1021,11 +1024,15 @@ class Engine:
 
     def _forward_isolated(
         self, model: TinyModel, items: list[RowBatchItem], context: BatchContext | None = None
-    ) -> list[Rows | Exception]:
+    ) -> tuple[list[Rows | Exception], np.ndarray | None]:
         """One batched forward; if it fails, find the failing requests one by one, so a
-        failure finishes only its own request."""
+        failure finishes only its own request. Also returns every output's rows as one array
+        when all items succeeded (None otherwise)."""
+        flat = None
         try:
-            outputs: list[Rows | Exception] = list(model.forward_rows(items, context))
+            result = model.forward_rows(items, context)
+            outputs: list[Rows | Exception] = list(result)
+            flat = getattr(result, "flat", None)
         except Exception:
             model.reset_scratch()
             outputs = []
@@ -1034,13 +1041,17 @@ class Engine:
                     outputs.extend(model.forward_rows([item]))
                 except Exception as error:
                     outputs.append(error)
-        computed = [out.data for out in outputs if isinstance(out, Rows)]
-        if computed and not np.isfinite(np.concatenate(computed)).all():  # rare: find which
-            for index, out in enumerate(outputs):
-                if isinstance(out, Rows) and not np.isfinite(out.data).all():
-                    outputs[index] = FloatingPointError("the model produced non-finite values")
-                    model.reset_scratch()
-        return outputs
+        if flat is None:
+            computed = [out.data for out in outputs if isinstance(out, Rows)]
+            if len(computed) == len(outputs) and computed:
+                flat = np.concatenate(computed)
+        if flat is not None and np.isfinite(flat).all():
+            return outputs, flat
+        for index, out in enumerate(outputs):  # rare: find the non-finite outputs
+            if isinstance(out, Rows) and not np.isfinite(out.data).all():
+                outputs[index] = FloatingPointError("the model produced non-finite values")
+                model.reset_scratch()
+        return outputs, None
 
     def _commit(self, plan: _Plan, out: Rows, argmax: dict[int, int], now: float) -> None:
         """Accept the longest verified path, commit its tokens and drop speculative blocks."""

@@ -204,6 +204,15 @@ class Rows:
         return self._column(self.layout.logits)
 
 
+class BatchRows(list[Rows]):
+    """A batched forward's rows, one `Rows` per item, which are consecutive slices of one
+    array, `flat`: callers check and store a whole batch without concatenating it again."""
+
+    def __init__(self, rows: list[Rows], flat: np.ndarray) -> None:
+        super().__init__(rows)
+        self.flat = flat
+
+
 # Shared read-only empty arrays: the common "no earlier rows" case allocates nothing.
 _NO_INTS = np.zeros(0, dtype=np.int64)
 _NO_INTS.setflags(write=False)
@@ -722,7 +731,7 @@ class TinyModel:
             )
             x = x + layer_scale * feed_forward(x, layer[6], layer[7])
         new[:, layout.logits] = rms_norm(x) @ w.head
-        return [Rows(new[b : b + 1], layout) for b in range(size)]
+        return BatchRows([Rows(new[b : b + 1], layout) for b in range(size)], new)
 
     def _compute_chunked(self, item: RowBatchItem) -> Rows:
         """A long chain in chunks: each attends to the stored rows plus the chunks before it,
@@ -933,7 +942,7 @@ class TinyModel:
         if skipped.any():  # compact recovery: these rows never ran the consumers
             new[skipped, layout.local.start :] = 0.0
         bounds = np.concatenate([[0], np.cumsum(new_counts)])
-        return [Rows(new[bounds[b] : bounds[b + 1]], layout) for b in range(size)]
+        return BatchRows([Rows(new[bounds[b] : bounds[b + 1]], layout) for b in range(size)], new)
 
 
 _FAR = -(10**12)  # a position no window reaches
