@@ -802,8 +802,9 @@ class TinyModel:
         context.reserve(e_max)
 
         # Flat -> padded scatter indices for new rows (queries) and for extras (earlier + new).
-        q_rows = np.concatenate([np.arange(n) for n in new_counts])
         q_batch = np.repeat(np.arange(size), new_counts)
+        q_starts = np.cumsum(new_counts) - new_counts
+        q_rows = np.arange(len(q_batch)) - q_starts[q_batch]
         e_new_rows = q_rows + np.repeat(earlier_counts, new_counts)
 
         tokens = np.zeros((size, q_max), dtype=np.int64)
@@ -825,17 +826,21 @@ class TinyModel:
         e_parent[q_batch, e_new_rows] = np.concatenate([item.parents for item in batch])
         if earlier_counts.any():
             e_batch = np.repeat(np.arange(size), earlier_counts)
-            e_rows = np.concatenate([np.arange(m) for m in earlier_counts])
+            e_rows = np.arange(len(e_batch)) - (np.cumsum(earlier_counts) - earlier_counts)[e_batch]
             e_pos[e_batch, e_rows] = np.concatenate([i.earlier_positions for i in batch])
             e_full[e_batch, e_rows] = np.concatenate([i.earlier_full for i in batch])
             e_parent[e_batch, e_rows] = np.concatenate([i.earlier_parents for i in batch])
             extras[e_batch, e_rows] = np.concatenate(
                 [i.earlier.data for i in batch if i.earlier is not None and len(i.earlier)]
             )
-        ancestor = _ancestors(e_parent, e_counts)  # (B, E, E)
-        # Rows of the ancestor matrix that belong to queries.
+        # ancestor[b, i, j]: extra row j is query i itself or one of its ancestors.
         q_index = np.minimum(earlier_counts[:, None] + np.arange(q_max)[None, :], e_max - 1)
-        ancestor = np.take_along_axis(ancestor, q_index[:, :, None], axis=1) & q_valid[:, :, None]
+        if _all_chains(e_parent, e_counts):  # the common case: no branching anywhere
+            ancestor = np.arange(e_max)[None, None, :] <= q_index[:, :, None]
+        else:
+            ancestor = _ancestors(e_parent, e_counts)  # (B, E, E)
+            ancestor = np.take_along_axis(ancestor, q_index[:, :, None], axis=1)
+        ancestor &= q_valid[:, :, None]
 
         # Masks as additive biases, built once and shared by every layer.
         qpos = positions[:, :, None]
@@ -941,7 +946,7 @@ class TinyModel:
         skipped = ~q_consumer[q_batch, q_rows]
         if skipped.any():  # compact recovery: these rows never ran the consumers
             new[skipped, layout.local.start :] = 0.0
-        bounds = np.concatenate([[0], np.cumsum(new_counts)])
+        bounds = [0, *np.cumsum(new_counts).tolist()]
         return BatchRows([Rows(new[bounds[b] : bounds[b + 1]], layout) for b in range(size)], new)
 
 
@@ -1000,6 +1005,14 @@ def _attend_two(
     np.exp(s2, out=s2)
     total = s1.sum(axis=-1, keepdims=True) + s2.sum(axis=-1, keepdims=True)
     return (s1 @ v1 + s2 @ v2) / total
+
+
+def _all_chains(parents: np.ndarray, counts: np.ndarray) -> bool:
+    """Every item's rows form one chain: row i's parent is row i - 1 (the first hangs off
+    the stored context)."""
+    index = np.arange(parents.shape[1])
+    chained = (parents == index - 1) | (index >= counts[:, None])
+    return bool(chained.all())
 
 
 def _ancestors(parents: np.ndarray, counts: np.ndarray) -> np.ndarray:
