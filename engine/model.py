@@ -820,7 +820,22 @@ class TinyModel:
         e_pos = np.full((size, e_max), _FAR, dtype=np.int64)
         e_full = np.zeros((size, e_max), dtype=bool)
         e_parent = np.full((size, e_max), -1, dtype=np.int64)
-        extras = self._scratch("extras", (size, e_max, layout.size))
+        # Same number of new rows everywhere and no earlier ones (a prefill, a chain round):
+        # padded rows are exactly the new rows, so scatters and gathers become slices, and
+        # the output array itself holds them (every column gets written).
+        uniform = not earlier_counts.any() and bool((new_counts == q_max).all())
+        if uniform:
+            extras = np.empty((size, e_max, layout.size))
+        else:
+            extras = self._scratch("extras", (size, e_max, layout.size))
+
+        def put(columns: slice, values: np.ndarray) -> None:
+            """Store new rows' columns (values padded like the queries) in `extras`."""
+            if uniform:
+                extras[..., columns] = values
+            else:
+                extras[..., columns][q_batch, e_new_rows] = values[q_batch, q_rows]
+
         e_pos[q_batch, e_new_rows] = positions[q_batch, q_rows]
         e_full[q_batch, e_new_rows] = q_full[q_batch, q_rows]
         e_parent[q_batch, e_new_rows] = np.concatenate([item.parents for item in batch])
@@ -877,7 +892,7 @@ class TinyModel:
         x = self.embed(tokens, positions)
         h = rms_norm(x)
         qkv = h @ self._encoder_qkv
-        extras[..., enc_cols][q_batch, e_new_rows] = qkv[q_batch, q_rows, width:]
+        put(enc_cols, qkv[..., width:])
         q = qkv[..., :width] * scale
         if merged:
             g[:, :2, tail] = planes(extras[..., enc_cols], width)
@@ -897,8 +912,8 @@ class TinyModel:
                         layout.source, item.positions[: item.replay]
                     )
         shared = source @ self._shared_kv
-        extras[..., shared_cols][q_batch, e_new_rows] = shared[q_batch, q_rows]
-        extras[..., layout.source][q_batch, e_new_rows] = source[q_batch, q_rows]
+        put(shared_cols, shared)
+        put(layout.source, source)
         if merged:
             g[:, 2:, tail] = planes(extras[..., shared_cols], width)
             cross_parts = (g[:, 2, span], g[:, 3, span])
@@ -911,7 +926,7 @@ class TinyModel:
             projected = h @ self._layer_in[index]  # local q | local k | local v | cross q
             keys_slice, values_slice = layout.local_keys(index), layout.local_values(index)
             pair = slice(keys_slice.start, values_slice.stop)
-            extras[..., pair][q_batch, e_new_rows] = projected[q_batch, q_rows, width : 3 * width]
+            put(pair, projected[..., width : 3 * width])
             local_kv = np.concatenate(
                 [
                     context.local[..., 2 * index * width : (2 * index + 2) * width],
@@ -941,9 +956,14 @@ class TinyModel:
             x = x + layer_scale * feed_forward(x, g_in, g_out)
         logits = rms_norm(x) @ w.head
 
-        new = extras[q_batch, e_new_rows]  # (total new rows, F), flat in batch order
-        new[:, layout.logits] = logits[q_batch, q_rows]
-        skipped = ~q_consumer[q_batch, q_rows]
+        if uniform:  # (total new rows, F), flat in batch order
+            new = extras.reshape(size * q_max, layout.size)
+            new[:, layout.logits] = logits.reshape(size * q_max, -1)
+            skipped = ~q_consumer.reshape(-1)
+        else:
+            new = extras[q_batch, e_new_rows]
+            new[:, layout.logits] = logits[q_batch, q_rows]
+            skipped = ~q_consumer[q_batch, q_rows]
         if skipped.any():  # compact recovery: these rows never ran the consumers
             new[skipped, layout.local.start :] = 0.0
         bounds = [0, *np.cumsum(new_counts).tolist()]
