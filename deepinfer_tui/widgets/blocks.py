@@ -8,7 +8,7 @@ from typing import Any, ClassVar, NamedTuple
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -28,6 +28,13 @@ def _this_round(request: RequestView, tick: int) -> Mapping[str, Any] | None:
 
 
 def render_block_table(request: RequestView, view: View) -> Text:
+    """The selected request's block table as one text (the block map draws it line by line)."""
+    return Text("\n").join(block_table_lines(request, view))
+
+
+def block_table_lines(request: RequestView, view: View) -> list[Text]:
+    """The block table, one text per line: the map renders each line once and reuses it
+    while it is unchanged (a round changes a few lines: the heading, the last block)."""
     snapshot = view.snapshot
     pool = snapshot.get("pool", {})
     block_size = int(pool.get("block_size", 1))
@@ -41,6 +48,7 @@ def render_block_table(request: RequestView, view: View) -> Text:
     if commit:
         rolled_back = {p for p in commit.get("speculative_positions", []) if p >= committed}
 
+    lines: list[Text] = []
     text = Text()
     mark = status_mark(request)
     text.append(f"{request['id']} ", style="bold")
@@ -49,20 +57,24 @@ def render_block_table(request: RequestView, view: View) -> Text:
     if window_stop > window_start:
         text.append(" · window ")
         text.append(f"‹{window_start}–{window_stop - 1}›", style=SLOT_MARKS["window"].style)
-    text.append("\n")
+    lines.append(text)
     restore = request.get("restore")
     if restore:
+        text = Text()
         kind = restore["cache"]
         text.append(f"restore {kind}", style=CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
         text.append(
             f": reused {restore['reused_positions']}, computed {restore['suffix_positions']}"
         )
-        text.append(f" ({restore['reason']})\n", style="bright_black")
+        text.append(f" ({restore['reason']})", style="bright_black")
+        lines.append(text)
 
     blocks = request.get("blocks", [])
     if not blocks:
-        text.append(_no_blocks_reason(request, view), style="italic")
+        for reason in _no_blocks_reason(request, view).splitlines():
+            lines.append(Text().append(reason, style="italic"))
     for block in blocks:
+        text = Text()
         first = int(block["first_position"])
         text.append(f"#{block['id']}".ljust(id_width + 1))
         text.append("[")
@@ -80,22 +92,26 @@ def render_block_table(request: RequestView, view: View) -> Text:
         state = BLOCK_MARKS.get(block["state"], BLOCK_MARKS["committed"])
         text.append(f" ref {block['refcount']} ")
         text.append(f"{state.symbol} {block['state']}", style=state.style)
-        text.append("\n")
+        lines.append(text)
     empty_slots = " " + " ".join("×".rjust(digits + 1) for _ in range(block_size)) + " "
     for block_id in request.get("dropped_blocks", []):
+        text = Text()
         text.append(f"#{block_id}".ljust(id_width + 1))
         text.append(f"[{empty_slots[1:]}]", style=BLOCK_MARKS["dropped"].style)
         text.append(" ref 0 ")
         text.append("× dropped", style=BLOCK_MARKS["dropped"].style)
-        text.append(" (rolled back this round)\n")
+        text.append(" (rolled back this round)")
+        lines.append(text)
     for event in view.events_this_tick(str(request["id"]), "rollback"):
+        text = Text()
         removed = " ".join(str(t) for t in event.get("removed", []))
         text.append(f"rolled back [{removed}]", style="bold yellow")
         freed = event.get("freed_blocks", [])
         if freed:
             text.append(" · freed " + " ".join(f"#{b}" for b in freed), style="yellow")
-        text.append("\n")
+        lines.append(text)
     if commit:
+        text = Text()
         text.append(
             f"round {commit['round']}: verified {commit['verified']}, "
             f"accepted {commit['accepted']}, committed {len(commit['tokens'])} "
@@ -103,9 +119,9 @@ def render_block_table(request: RequestView, view: View) -> Text:
         )
         if commit.get("rolled_back_positions"):
             text.append(f", rolled back {commit['rolled_back_positions']}", style="red")
-        text.append("\n")
-    text.rstrip()
-    return text
+        lines.append(text)
+    lines[-1].rstrip()
+    return lines
 
 
 def _no_blocks_reason(request: RequestView, view: View) -> str:
@@ -128,7 +144,9 @@ class BlockMap(ScrollView, can_focus=True):
 
     One Line-API widget rather than three stacked Statics: when the block table gains or loses a
     line, only the scroll range changes, so a keypress needs no screen layout (which would cost
-    it two more frames), and the pool strip draws only the rows on screen.
+    it two more frames), and the pool strip draws only the rows on screen. A round changes a
+    few rows (the table's heading and last block, some pool glyphs): each table line is
+    rendered once and reused while unchanged, and only rows that changed are repainted.
     """
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"block-map--legend"}
@@ -144,18 +162,21 @@ class BlockMap(ScrollView, can_focus=True):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._table = Text()
+        self._lines: tuple[Text, ...] = ()
+        self._table: Text | None = Text()
         self._header = ""
         self._glyphs: tuple[Glyph, ...] = ()
         self._layout: _Layout | None = None
         self._styles: dict[str, Style] = {}
         self._legend = pool_legend()
-        # Rendered texts by content, width and style: the header and legend rarely change.
-        self._strips: LRUCache[Hashable, list[Strip]] = LRUCache(8)
+        # Rendered lines by content, width and style: most of them are unchanged each round.
+        self._strips: LRUCache[Hashable, list[Strip]] = LRUCache(1024)
 
     @property
     def table(self) -> Text:
         """The block table now shown (the selected request's blocks)."""
+        if self._table is None:
+            self._table = Text("\n").join(self._lines)
         return self._table
 
     @property
@@ -166,20 +187,42 @@ class BlockMap(ScrollView, can_focus=True):
     def show(self, view: View, request_id: str | None) -> None:
         request = view.request(request_id)
         if request is None:
-            table = Text("no request selected", style="italic")
+            lines = (Text("no request selected", style="italic"),)
             title = "KV blocks"
         else:
-            table = render_block_table(request, view)
+            lines = tuple(block_table_lines(request, view))
             title = f"KV blocks · {request['id']}"
         if self.border_title != title:
             self.border_title = title
         header, glyphs = pool_header(view), pool_glyphs(view, request)
-        if (table, header, glyphs) == (self._table, self._header, self._glyphs):
+        if (lines, header, glyphs) == (self._lines, self._header, self._glyphs):
             return
-        self._table, self._header, self._glyphs = table, header, glyphs
+        before = (self._layout, self._glyphs)
+        self._lines, self._header, self._glyphs = lines, header, glyphs
+        self._table = None
         self._layout = None
-        self._update_extent()
-        self.refresh()
+        if not self._update_extent(repaint=False):
+            self._refresh_changed_rows(*before)
+
+    def _refresh_changed_rows(self, layout: _Layout | None, glyphs: tuple[Glyph, ...]) -> None:
+        """Repaint the rows on screen that differ from what `layout` and `glyphs` showed."""
+        now = self._rows()
+        if layout is None or layout.width != now.width or not self.is_mounted:
+            self.refresh()
+            return
+        top = round(self.scroll_offset.y)
+        changed = [
+            y
+            for y in range(self.scrollable_content_region.height)
+            if layout.row(top + y, glyphs) != now.row(top + y, self._glyphs)
+        ]
+        # One region per run of changed rows (each refresh call has its own cost).
+        while changed:
+            run = 1
+            while run < len(changed) and changed[run] == changed[0] + run:
+                run += 1
+            self.refresh(Region(0, changed[0], now.width, run))
+            del changed[:run]
 
     # -- rows ---------------------------------------------------------------------------------
 
@@ -188,12 +231,13 @@ class BlockMap(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         if self._layout is None or self._layout.width != width:
             legend_style = self.get_visual_style("block-map--legend")
+            style = self.visual_style
             self._layout = _Layout(
                 width=width,
-                table=self._text_strips(self._table, width, self.visual_style),
-                header=self._text_strips(
-                    Text(self._header, style="bold"), width, self.visual_style
-                ),
+                table=[
+                    strip for line in self._lines for strip in self._text_strips(line, width, style)
+                ],
+                header=self._text_strips(Text(self._header, style="bold"), width, style),
                 glyph_rows=glyph_rows(len(self._glyphs), width),
                 legend=self._text_strips(self._legend, width, legend_style),
             )
@@ -210,17 +254,21 @@ class BlockMap(ScrollView, can_focus=True):
             self._strips[key] = strips
         return strips
 
-    def _update_extent(self) -> None:
+    def _update_extent(self, repaint: bool = True) -> bool:
+        """Fit the scroll range to the rows; True if the whole pane repaints (with
+        `repaint=False`, only when the scrollbar comes or goes or the view scrolls)."""
         layout = self._rows()
         size = Size(layout.width, layout.height)
         if size == self.virtual_size:
-            return
+            return False
         viewport = self.scrollable_content_region.height
         overflows = size.height > viewport
         if not self.is_mounted or not viewport or overflows != self.show_vertical_scrollbar:
             self.virtual_size = size  # the scrollbar comes or goes: the screen lays out again
-        else:
-            set_scroll_extent(self, size)
+            return True
+        scroll_y = self.scroll_y
+        set_scroll_extent(self, size, repaint=repaint)
+        return repaint or self.scroll_y != scroll_y
 
     def on_resize(self) -> None:
         self._layout = None
@@ -234,24 +282,15 @@ class BlockMap(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         layout = self._rows()
-        width = layout.width
         base = self.visual_style.rich_style
-        row = self.scroll_offset.y + y
-        strip: Strip | None = None
-        for section in (layout.table, [Strip.blank(0)], layout.header):
-            if row < len(section):
-                strip = section[row]
-                break
-            row -= len(section)
-        else:
-            if row < len(layout.glyph_rows):
-                segments = glyph_segments(self._glyphs, layout.glyph_rows[row], base, self._style)
-                strip = Strip(segments)
-            elif row - len(layout.glyph_rows) < len(layout.legend):
-                strip = layout.legend[row - len(layout.glyph_rows)]
-        if strip is None:
-            return Strip.blank(width, base)
-        return strip.adjust_cell_length(width, base)
+        row = layout.row(self.scroll_offset.y + y, self._glyphs)
+        if row is None:
+            return Strip.blank(layout.width, base)
+        if isinstance(row, Strip):
+            return row.adjust_cell_length(layout.width, base)
+        glyph_row, _ = row
+        strip = Strip(glyph_segments(self._glyphs, glyph_row, base, self._style))
+        return strip.adjust_cell_length(layout.width, base)
 
     def _style(self, name: str) -> Style:
         style = self._styles.get(name)
@@ -271,3 +310,20 @@ class _Layout(NamedTuple):
     def height(self) -> int:
         # The blank row parts the block table from the pool strip.
         return len(self.table) + 1 + len(self.header) + len(self.glyph_rows) + len(self.legend)
+
+    def row(self, index: int, glyphs: tuple[Glyph, ...]) -> Row:
+        """What row `index` shows: a rendered line, a strip row and its glyphs, or None."""
+        for section in (self.table, _SEPARATOR, self.header):
+            if index < len(section):
+                return section[index]
+            index -= len(section)
+        if index < len(self.glyph_rows):
+            glyph_row = self.glyph_rows[index]
+            return glyph_row, glyphs[glyph_row.start : glyph_row.end]
+        index -= len(self.glyph_rows)
+        return self.legend[index] if index < len(self.legend) else None
+
+
+_SEPARATOR = [Strip.blank(0)]
+# A row of the map: a rendered line, a strip row with its glyphs, or nothing (past the end).
+Row = Strip | tuple[GlyphRow, tuple[Glyph, ...]] | None

@@ -27,11 +27,13 @@ def update_static(widget: Static, content: Text) -> None:
         widget.refresh(layout=True)
 
 
-def set_scroll_extent(view: ScrollView, size: Size) -> None:
+def set_scroll_extent(view: ScrollView, size: Size, *, repaint: bool = True) -> None:
     """Set a fixed-size scroll view's virtual size, updating its scrollbar without a layout.
 
     Only for views whose box is set by the layout (not by their content) and whose vertical
     scrollbar is always shown or never shown, so no scrollbar can appear or vanish here.
+    `repaint=False`: the caller repaints the rows that changed itself (a scroll back into
+    range still repaints the whole view).
     """
     if size == view.virtual_size:
         return
@@ -40,4 +42,6 @@ def set_scroll_extent(view: ScrollView, size: Size) -> None:
         view.vertical_scrollbar.window_virtual_size = size.height
     if view.scroll_y > view.max_scroll_y:
         view.scroll_to(y=view.max_scroll_y, animate=False)
-    view.refresh()
+        repaint = True
+    if repaint:
+        view.refresh()
