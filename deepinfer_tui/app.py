@@ -38,6 +38,12 @@ DEFAULT_EXPORT_DIR = Path("deepinfer-exports")
 # of the whole heap: 50-80 ms pauses every few keypresses. With a larger threshold they die
 # young. The threshold is process-wide: the app raises it while it runs and restores it.
 GC_YOUNG_THRESHOLD = 10_000
+# Collections that do happen during a keypress still cost it: a young collection traverses
+# whatever the round has built so far (the snapshot alone is tens of thousands of objects),
+# and every tenth one also traverses the older survivors (~10 ms). The app pauses the
+# collector from a key's action until its frame is painted and resumes it right after, so
+# the collections run in the idle time after the frame instead of before it. Nothing is
+# skipped: the same objects are collected, only later.
 
 
 class ReplayFrame(Protocol):
@@ -188,6 +194,7 @@ class DebuggerApp(App[None]):
         self._exporting = False
         self._binding_states: tuple[bool | None, ...] = ()
         self._gc_threshold: tuple[int, ...] | None = None  # the process's, while we run
+        self._gc_paused = False  # we disabled the collector until the next frame is painted
         self.view: View = self._build_view()
 
     # -- what the app debugs ------------------------------------------------------------------
@@ -229,9 +236,24 @@ class DebuggerApp(App[None]):
         table.focus()
 
     def on_unmount(self) -> None:
+        self._resume_gc()
         if self._gc_threshold is not None:
             gc.set_threshold(*self._gc_threshold)
             self._gc_threshold = None
+
+    def _pause_gc_until_painted(self) -> None:
+        """Hold garbage collection until the next frame is on screen (see GC_YOUNG_THRESHOLD)."""
+        if self._gc_paused or not gc.isenabled():
+            return  # already paused, or disabled by someone else (theirs to turn back on)
+        gc.disable()
+        self._gc_paused = True
+        if not self.call_after_refresh(self._resume_gc):
+            self._resume_gc()  # the app is closing: no frame will follow
+
+    def _resume_gc(self) -> None:
+        if self._gc_paused:
+            self._gc_paused = False
+            gc.enable()
 
     # -- the one refresh path -----------------------------------------------------------------
 
@@ -251,6 +273,7 @@ class DebuggerApp(App[None]):
 
     def refresh_view(self) -> None:
         """Rebuild the view from the session/replay and let every pane render it."""
+        self._pause_gc_until_painted()
         self.view = self._build_view()
         # One batch: the panes' updates reach the screen together, in one repaint.
         with self.batch_update():
@@ -271,6 +294,7 @@ class DebuggerApp(App[None]):
             return
         selected = event.row_key.value
         if selected != self.selected_id:
+            self._pause_gc_until_painted()
             self.selected_id = selected
             self._show_selection()
             self._refresh_bindings_if_changed()
@@ -334,6 +358,7 @@ class DebuggerApp(App[None]):
 
     def _mutate(self, operation: Callable[[], object]) -> bool:
         """Run one session operation; an engine refusal becomes a notification."""
+        self._pause_gc_until_painted()
         try:
             operation()
         except ENGINE_ERRORS as error:
