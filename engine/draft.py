@@ -64,20 +64,37 @@ class DraftTree:
             self.target_tokens.append(token)
 
     def to_dict(self) -> dict:
+        count = len(self.tokens)
+        selected = self.selected or [i == ROOT for i in range(count)]
+        verdicts = self.verdicts or [None] * count
+        targets = self.target_tokens or [None] * count
+        columns = zip(
+            self.parents, self.depths, self.tokens, self.probs, self.path_probs, selected,
+            verdicts, targets,
+        )  # fmt: skip
         return {
             "nodes": [
                 {
                     "id": i,
-                    "parent": self.parents[i],
-                    "depth": self.depths[i],
-                    "token": self.tokens[i],
-                    "prob": self.probs[i],
-                    "path_prob": self.path_probs[i],
-                    "selected": self.selected[i] if self.selected else i == ROOT,
-                    "verdict": self.verdicts[i] if self.verdicts else None,
-                    "target_token": self.target_tokens[i] if self.target_tokens else None,
+                    "parent": parent,
+                    "depth": depth,
+                    "token": token,
+                    "prob": prob,
+                    "path_prob": path_prob,
+                    "selected": chosen,
+                    "verdict": verdict,
+                    "target_token": target,
                 }
-                for i in range(len(self))
+                for i, (
+                    parent,
+                    depth,
+                    token,
+                    prob,
+                    path_prob,
+                    chosen,
+                    verdict,
+                    target,
+                ) in enumerate(columns)
             ]
         }
 
@@ -87,26 +104,31 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
-def top_children(logits: np.ndarray, branching: int) -> tuple[np.ndarray, np.ndarray]:
-    """Softmax probabilities and the `branching` most likely tokens of every row at once."""
+def top_children(logits: np.ndarray, branching: int) -> tuple[list[list[float]], list[list[int]]]:
+    """The `branching` most likely tokens of every row, and their softmax probabilities, for
+    all rows at once (as lists: the trees are grown in Python)."""
     probabilities = softmax(logits)
     if branching == 1:
         top = probabilities.argmax(axis=-1)[:, None]
     else:
         top = np.argsort(-probabilities, axis=-1, kind="stable")[:, :branching]
-    return probabilities, top
+    return np.take_along_axis(probabilities, top, axis=1).tolist(), top.tolist()
 
 
 def expand(
-    tree: DraftTree, frontier: list[int], probabilities: np.ndarray, top: np.ndarray, cap: int
+    tree: DraftTree,
+    frontier: list[int],
+    probabilities: list[list[float]],
+    top: list[list[int]],
+    cap: int,
 ) -> list[int]:
-    """Give each frontier node its top children, best path probability first, while the tree
-    has fewer than `cap` non-root nodes. Returns the new nodes."""
+    """Give each frontier node its top children (`top[row]`, with `probabilities[row]`), best
+    path probability first, while the tree has fewer than `cap` non-root nodes. Returns the
+    new nodes."""
     candidates = []
     for row, node in enumerate(frontier):
         base = tree.path_probs[node]
-        for token in top[row].tolist():
-            p = float(probabilities[row, token])
+        for token, p in zip(top[row], probabilities[row]):
             candidates.append((-base * p, node, token, p))
     candidates.sort()
     added = []

@@ -999,23 +999,22 @@ class Engine:
         if not plan.selected:
             plan.target_rows = rows
             return base
-        parents = []
+        count = len(base.tokens)
+        tokens, positions, parents = base.tokens.tolist(), base.positions.tolist(), []
+        last = len(plan.request.tokens) - 1
         for offset, node in enumerate(plan.selected):
-            rows[node] = len(base.tokens) + offset
+            rows[node] = count + offset
             parents.append(rows[tree.parents[node]])
+            tokens.append(tree.tokens[node])
+            positions.append(last + tree.depths[node])
         plan.target_rows = rows
-        n = len(plan.request.tokens)
         return RowBatchItem(
             context=base.context,
             local=base.local,
             local_positions=base.local_positions,
-            tokens=np.concatenate([base.tokens, [tree.tokens[i] for i in plan.selected]]).astype(
-                np.int64
-            ),
-            positions=np.concatenate(
-                [base.positions, [n - 1 + tree.depths[i] for i in plan.selected]]
-            ).astype(np.int64),
-            parents=np.concatenate([base.parents, parents]).astype(np.int64),
+            tokens=np.array(tokens, dtype=np.int64),
+            positions=np.array(positions, dtype=np.int64),
+            parents=np.array(base.parents.tolist() + parents, dtype=np.int64),
             replay=base.replay,
             local_lower=base.local_lower,
             consumer_from=base.consumer_from,

@@ -637,6 +637,9 @@ class TinyModel:
         self, batch: list[RowBatchItem], context: BatchContext | None = None
     ) -> list[Rows]:
         """Compute the new rows of every item; long prefill chains go chunk by chunk."""
+        shape = _chain_shape(batch)
+        if shape is not None:
+            return self._chain_rows(batch, shape, context)
         long = [
             i
             for i, item in enumerate(batch)
@@ -644,107 +647,145 @@ class TinyModel:
             and item.earlier is None
             and np.array_equal(item.parents, np.arange(len(item.tokens)) - 1)
         ]
-        if all(_is_plain_decode(item) for item in batch):
-            return self._decode_rows(batch, context)
         if not long or context is not None:
             return self._compute_rows(batch, context)
         results: list[Rows | None] = [None] * len(batch)
         rest = [i for i in range(len(batch)) if i not in long]
         if rest:
-            for i, rows in zip(rest, self._compute_rows([batch[i] for i in rest])):
+            for i, rows in zip(rest, self.compute_rows([batch[i] for i in rest])):
                 results[i] = rows
         for i in long:
             results[i] = self._compute_chunked(batch[i])
         return results  # type: ignore[return-value]
 
-    def _decode_rows(
-        self, batch: list[RowBatchItem], context: BatchContext | None = None
+    def _chain_rows(
+        self, batch: list[RowBatchItem], shape: tuple[int, int], context: BatchContext | None
     ) -> list[Rows]:
-        """The common decode step without the tree and scatter machinery of `_compute_rows`:
-        every item adds one row right after its stored rows. Same maths (the oracle tests hold
-        both paths to `full_forward`); about a third of the NumPy calls.
+        """The common rounds without the tree and scatter machinery of `_compute_rows`: every
+        item adds `q` rows in a chain right after its stored rows and `k` rows computed
+        earlier this round (a decode step, a draft level, a chain verification). Same maths
+        (the oracle tests hold both paths to `full_forward`), far fewer NumPy calls.
 
-        Each attention runs over the stored rows plus the new row itself. A single item reads
-        its stored rows in place (no padding copy); a padded batch puts every item's own row
-        in the first tail slot, after the padding, under a mask.
+        Attention runs over the stored rows plus the chain's rows up to the query. A single
+        item reads its stored rows in place (no padding copy); a padded batch writes the chain
+        into the context's tail, after the padding, under a mask.
         """
+        k, q = shape
         w, layout, width = self.weights, self.layout, self.width
-        size = len(batch)
-        tokens = np.array([item.tokens[0] for item in batch], dtype=np.int64)
-        positions = np.array([item.positions[0] for item in batch], dtype=np.int64)
-        new = np.empty((size, layout.size))
+        size, chain = len(batch), k + q
+        tokens = np.array([item.tokens for item in batch], dtype=np.int64)  # (B, q)
+        positions = np.array([item.positions for item in batch], dtype=np.int64)
+        earlier = np.array([item.earlier.data for item in batch]) if k else None  # type: ignore[union-attr]
+        out = np.empty((size, q, layout.size))
         scale = 1.0 / np.sqrt(width)
         if context is None:
-            context = self.batch_context(batch, tail=1, scratch="decode")
+            context = self.batch_context(batch, tail=chain, scratch="decode")
+        # Query i (chain row k + i) sees chain rows 0..k + i.
+        causal = np.arange(chain)[None, :] <= (k + np.arange(q))[:, None]  # (q, k + q)
+        chain_bias = _bias(causal)
+        globals_width = layout.globals.stop
 
         if not context.merged:
             stored = context.globals[0]  # (4, C, W) planes: views into the pool if contiguous
+            tail = np.empty((4, chain, width))
+            if k:
+                tail[:, :k] = planes(earlier[0, :, :globals_width], width)  # type: ignore[index]
 
-            def attend(q: np.ndarray, plane: int) -> np.ndarray:
-                own_k, own_v = (
-                    new[:, plane * width : (plane + 1) * width],
-                    new[:, (plane + 1) * width : (plane + 2) * width],
+            def attend(queries: np.ndarray, plane: int) -> np.ndarray:
+                # 2-D products read the strided stored planes in place (3-D ones would copy).
+                tail[plane : plane + 2, k:] = planes(
+                    out[0, :, plane * width : (plane + 2) * width], width
                 )
-                s = stored[plane] @ q[0]
-                own = float(own_k[0] @ q[0])
-                top = max(own, float(s.max(initial=_NEG)))
-                s -= top
-                np.exp(s, out=s)
-                weight = np.exp(own - top)
-                return (s @ stored[plane + 1] + weight * own_v) / (s.sum() + weight)
+                rows = queries.reshape(q, width)
+                if chain == 1:  # one decode row: vector products and scalars only
+                    query, own_k, own_v = rows[0], tail[plane, 0], tail[plane + 1, 0]
+                    s = stored[plane] @ query
+                    own = float(own_k @ query)
+                    top1 = max(own, float(s.max(initial=_NEG)))
+                    s -= top1
+                    np.exp(s, out=s)
+                    weight = np.exp(own - top1)
+                    mixed1 = (s @ stored[plane + 1] + weight * own_v) / (s.sum() + weight)
+                    return mixed1.reshape(1, 1, width)
+                s1 = rows @ stored[plane].T
+                s2 = rows @ tail[plane].T
+                s2 += chain_bias
+                top = np.maximum(s1.max(axis=-1, initial=_NEG), s2.max(axis=-1))[:, None]
+                s1 -= top
+                s2 -= top
+                np.exp(s1, out=s1)
+                np.exp(s2, out=s2)
+                total = s1.sum(axis=-1, keepdims=True) + s2.sum(axis=-1, keepdims=True)
+                mixed = s1 @ stored[plane + 1] + s2 @ tail[plane + 1]
+                return (mixed / total).reshape(1, q, width)
 
         else:
-            context.reserve(1)
-            padded, own = context.globals, context.stored
-            slot = np.arange(own + 1)
-            visible = (slot[None, :] < context.length[:, None]) | (slot == own)[None, :]
-            bias = _bias(visible)[:, None, :]  # (B, 1, C + 1)
+            context.reserve(chain)
+            padded, c = context.globals, context.stored
+            if k:
+                padded[:, :, c : c + k] = planes(earlier[..., :globals_width], width)  # type: ignore[index]
+            visible = np.empty((size, q, c + chain), dtype=bool)
+            visible[..., :c] = (np.arange(c)[None, :] < context.length[:, None])[:, None, :]
+            visible[..., c:] = causal
+            bias = _bias(visible)
 
-            def attend(q: np.ndarray, plane: int) -> np.ndarray:
-                padded[:, plane, own] = new[:, plane * width : (plane + 1) * width]
-                padded[:, plane + 1, own] = new[:, (plane + 1) * width : (plane + 2) * width]
-                keys, values = padded[:, plane, : own + 1], padded[:, plane + 1, : own + 1]
-                return _attend(q[:, None, :], keys, values, bias)[:, 0]
+            def attend(queries: np.ndarray, plane: int) -> np.ndarray:
+                padded[:, plane : plane + 2, c + k : c + chain] = planes(
+                    out[..., plane * width : (plane + 2) * width], width
+                )
+                keys = padded[:, plane, : c + chain]
+                return _attend(queries, keys, padded[:, plane + 1, : c + chain], bias)
 
-        # Local window: the stored window rows (padded), then the row itself (always visible).
+        # Local window: the stored window rows (padded), then the chain, masked by position.
         l_max = context.local.shape[1]
-        local = np.empty((size, l_max + 1, 2 * self.depth * width))
+        local = np.empty((size, l_max + chain, context.local.shape[2]))
         local[:, :l_max] = context.local
-        local_positions = np.empty((size, l_max + 1), dtype=np.int64)
+        local_positions = np.empty((size, l_max + chain), dtype=np.int64)
         local_positions[:, :l_max] = context.local_positions
-        local_positions[:, l_max] = positions
-        local_bias = _bias(local_positions > (positions - self.window)[:, None])[:, None, :]
+        local_positions[:, l_max + k :] = positions
+        if k:
+            local[:, l_max : l_max + k] = earlier[..., layout.local]  # type: ignore[index]
+            local_positions[:, l_max : l_max + k] = positions[:, :1] - np.arange(k, 0, -1)
+        local_visible = local_positions[:, None, :] > (positions - self.window)[:, :, None]
+        local_visible[:, :, l_max:] &= causal
+        local_bias = _bias(local_visible)
+
+        # Dense parts run on (B·q, W) rows: one matrix product each, not one per item.
+        rows, flat = size * q, out.reshape(size * q, layout.size)
+
+        def per_item(x: np.ndarray) -> np.ndarray:
+            return x.reshape(size, q, x.shape[-1])
 
         wo, f_in, f_out = w.encoder[3:]
-        x = self.embed(tokens, positions)
+        x = self.embed(tokens.reshape(rows), positions.reshape(rows))
         qkv = rms_norm(x) @ self._encoder_qkv
-        new[:, layout.encoder_keys.start : layout.encoder_values.stop] = qkv[:, width:]
-        x = x + attend(qkv[:, :width] * scale, ENCODER_PLANE) @ wo
+        flat[:, layout.encoder_keys.start : layout.encoder_values.stop] = qkv[:, width:]
+        attended = attend(per_item(qkv[:, :width] * scale), ENCODER_PLANE)
+        x = x + attended.reshape(rows, width) @ wo
         source = x + feed_forward(x, f_in, f_out)
-        new[:, layout.source] = source
-        new[:, layout.shared_keys.start : layout.shared_values.stop] = source @ self._shared_kv
+        flat[:, layout.source] = source
+        flat[:, layout.shared_keys.start : layout.shared_values.stop] = source @ self._shared_kv
 
         x = source
         for index, layer in enumerate(w.layers):
             projected = rms_norm(x) @ self._layer_in[index]  # local q | local k | local v | cross q
             pair = slice(layout.local_keys(index).start, layout.local_values(index).stop)
-            new[:, pair] = projected[:, width : 3 * width]
+            flat[:, pair] = projected[:, width : 3 * width]
             columns = slice(2 * index * width, (2 * index + 2) * width)
-            local[:, l_max, columns] = projected[:, width : 3 * width]
+            local[:, l_max + k :, columns] = per_item(projected[:, width : 3 * width])
             local_out = _attend(
-                projected[:, None, :width] * scale,
-                local[:, :, columns.start : columns.start + width],
-                local[:, :, columns.start + width : columns.stop],
+                per_item(projected[:, :width] * scale),
+                local[..., columns.start : columns.start + width],
+                local[..., columns.start + width : columns.stop],
                 local_bias,
-            )[:, 0]
-            cross = attend(projected[:, 3 * width :] * scale, SHARED_PLANE)
-            layer_scale = LAYER_DECAY**index
-            x = x + layer_scale * (
-                np.concatenate([local_out, cross], axis=-1) @ self._layer_out[index]
             )
+            cross = attend(per_item(projected[:, 3 * width :] * scale), SHARED_PLANE)
+            mixed = np.concatenate([local_out, cross], axis=-1).reshape(rows, 2 * width)
+            layer_scale = LAYER_DECAY**index
+            x = x + layer_scale * (mixed @ self._layer_out[index])
             x = x + layer_scale * feed_forward(x, layer[6], layer[7])
-        new[:, layout.logits] = rms_norm(x) @ w.head
-        return BatchRows([Rows(new[b : b + 1], layout) for b in range(size)], new)
+        flat[:, layout.logits] = rms_norm(x) @ w.head
+        return BatchRows([Rows(flat[b * q : (b + 1) * q], layout) for b in range(size)], flat)
 
     def _compute_chunked(self, item: RowBatchItem) -> Rows:
         """A long chain in chunks: each attends to the stored rows plus the chunks before it,
@@ -786,7 +827,7 @@ class TinyModel:
                 local_lower=item.local_lower,
                 consumer_from=item.consumer_from,
             )
-            done.extend(self._compute_rows([chunk]))
+            done.extend(self.compute_rows([chunk]))
             start = stop
         return Rows.concat(done)
 
@@ -1130,14 +1171,45 @@ def make_draft(
     return draft
 
 
-def _is_plain_decode(item: RowBatchItem) -> bool:
-    """One full row right after the item's stored rows, under exact recovery rules."""
-    return (
-        len(item.tokens) == 1
-        and not item.replay
-        and item.earlier is None
-        and not item.local_lower
-        and not item.consumer_from
-        and item.parents[0] == -1
-        and item.positions[0] == len(item.context)
-    )
+def _chain_shape(batch: list[RowBatchItem]) -> tuple[int, int] | None:
+    """(k, q) when every item adds q full rows in one chain right after its stored rows and
+    the k rows an earlier call computed (also a chain) under exact recovery rules; else None."""
+    first = batch[0]
+    k, q = len(first.earlier_positions), len(first.tokens)
+    if q == 0 or q > PREFILL_CHUNK:  # a long prefill goes chunk by chunk instead
+        return None
+    for item in batch:
+        if (
+            len(item.tokens) != q
+            or len(item.earlier_positions) != k
+            or item.replay
+            or item.local_lower
+            or item.consumer_from
+            or (k and (item.earlier is None or len(item.earlier) != k))
+        ):
+            return None
+    if k == 0 and q == 1:  # a decode step: checked without building arrays
+        return (
+            (0, 1)
+            if all(
+                item.parents[0] == -1 and item.positions[0] == len(item.context) for item in batch
+            )
+            else None
+        )
+    starts = np.array([len(item.context) for item in batch])[:, None]
+    steps = np.arange(k + q)
+    parents = np.array([item.parents for item in batch])
+    positions = np.array([item.positions for item in batch])
+    if not ((parents == steps[k:] - 1).all() and (positions == starts + steps[k:]).all()):
+        return None
+    if k:
+        earlier_parents = np.array([item.earlier_parents for item in batch])
+        earlier_positions = np.array([item.earlier_positions for item in batch])
+        full = all(item.earlier_full.all() for item in batch)
+        if not (
+            full
+            and (earlier_parents == steps[:k] - 1).all()
+            and (earlier_positions == starts + steps[:k]).all()
+        ):
+            return None
+    return k, q
