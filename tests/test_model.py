@@ -312,3 +312,38 @@ def test_a_chunked_prefill_keeps_stored_window_rows_beyond_one_chunk() -> None:
     oracle = greedy_generate(target, engine.result(rid).prompt, max_tokens=1)
     assert engine.result(rid).tokens == oracle.tokens
     assert engine.committed_state(rid).max_error(oracle.state) < 1e-10
+
+
+@pytest.mark.parametrize("new_rows", [1, 3])
+@pytest.mark.parametrize("shared_context", [False, True])
+def test_uniform_chains_with_earlier_rows_equal_full_recompute(
+    new_rows: int, shared_context: bool
+) -> None:
+    """The shape of most rounds: each request adds the same number of chain rows after rows
+    an earlier call computed (a draft level), over stored contexts of different lengths,
+    padded once (optionally a context built beforehand and shared, as the engine does)."""
+    model = TinyModel(seed=9, window=3)
+    sequences = [TOKENS, TOKENS[:7], (7, 7, 1, 2, 3, 4, 5, 6, 2)]
+    stored = [6, 2, 4]
+    firsts = [chain_item(model, s[: c + 1], c) for s, c in zip(sequences, stored)]
+    earlier = model.forward_rows(firsts)  # one row each: the pending positions
+    levels = [
+        RowBatchItem(
+            context=first.context,
+            local=first.local,
+            local_positions=first.local_positions,
+            tokens=np.array(sequence[start + 1 : start + 1 + new_rows]),
+            positions=np.arange(start + 1, start + 1 + new_rows),
+            parents=np.arange(new_rows),  # row 0 hangs off the earlier row
+            earlier=rows,
+            earlier_positions=first.positions,
+            earlier_parents=first.parents,
+            earlier_full=np.ones(1, dtype=bool),
+        )
+        for first, rows, sequence, start in zip(firsts, earlier, sequences, stored)
+    ]
+    context = model.batch_context(levels, tail=8) if shared_context else None
+    outputs = model.forward_rows(levels, context)
+    for out, sequence, start in zip(outputs, sequences, stored):
+        expected = model.full_forward(sequence[: start + 1 + new_rows]).data[start + 1 :]
+        assert max_difference(out.data, expected) < TOLERANCE
