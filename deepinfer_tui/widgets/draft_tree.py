@@ -7,7 +7,8 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
-from textual.geometry import Region
+from textual.geometry import Offset, Region, Size
+from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -75,8 +76,9 @@ class DraftTree(StyleOncePerRepaint, Tree[int]):
 
     def __init__(self, **kwargs: Any) -> None:
         # Set before Tree's constructor, which already refreshes.
-        self._rebuilding = False  # inside show(): hold layout requests until the tree is built
+        self._rebuilding = False  # inside show(): hold refreshes until the tree is built
         self._layout_wanted = False
+        self._repaint_wanted = False
         super().__init__("no draft round yet", **kwargs)
         self.show_root = True
         self.guide_depth = 3
@@ -89,8 +91,13 @@ class DraftTree(StyleOncePerRepaint, Tree[int]):
         layout: bool = False,
         recompose: bool = False,
     ) -> DraftTree:
-        if layout and self._rebuilding:
-            self._layout_wanted, layout = True, False
+        if self._rebuilding:
+            # show() decides once the tree is built what to lay out and repaint.
+            self._layout_wanted = self._layout_wanted or layout
+            self._repaint_wanted = self._repaint_wanted or repaint
+            if not recompose:
+                return self
+            layout = repaint = False
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def show(self, view: View, request_id: str | None) -> None:
@@ -103,9 +110,12 @@ class DraftTree(StyleOncePerRepaint, Tree[int]):
         self._signature = signature
         # Tree asks for a screen layout at every node it adds; a layout pass costs the
         # keypress a second frame (it refreshes every scrollbar on screen). The pane's box is
-        # fixed by the grid, so a layout is only needed when scrollbars come or go.
+        # fixed by the grid, so a layout is only needed when scrollbars come or go. And Tree
+        # repaints the whole pane when it is rebuilt, though a round usually changes a few of
+        # its rows (and the round in its title): only the rows that differ are repainted.
         had_scrollbars = self.show_vertical_scrollbar or self.show_horizontal_scrollbar
-        self._rebuilding, self._layout_wanted = True, False
+        before = self._visible_rows()
+        self._rebuilding, self._layout_wanted, self._repaint_wanted = True, False, False
         try:
             self._rebuild(view, request, tree)
             _ = self.last_line  # builds the lines now, which sets the new virtual size
@@ -115,6 +125,34 @@ class DraftTree(StyleOncePerRepaint, Tree[int]):
         fits = self.virtual_size.width <= width and self.virtual_size.height <= height
         if self._layout_wanted and (had_scrollbars or not fits or not self.is_mounted):
             self.refresh(layout=True)
+        elif self._repaint_wanted:
+            self._repaint_changed_rows(before)
+
+    def _visible_rows(self) -> tuple[Offset, Size, str | None, list[Strip]] | None:
+        """What the pane shows now: scroll offset, size, title and each visible row."""
+        if not self.is_mounted:
+            return None
+        with self.style_held():
+            rows = [self.render_line(y) for y in range(self.scrollable_content_region.height)]
+        return self.scroll_offset, self.size, self.border_title, rows
+
+    def _repaint_changed_rows(
+        self, before: tuple[Offset, Size, str | None, list[Strip]] | None
+    ) -> None:
+        after = self._visible_rows()
+        if before is None or after is None or before[:2] != after[:2]:
+            self.refresh()  # scrolled or resized: everything moved
+            return
+        width = self.scrollable_content_region.width
+        if before[2] != after[2]:
+            # The border's top row, which holds the title (regions are content-relative).
+            top, left = self.styles.gutter.top, self.styles.gutter.left
+            if top:
+                self.refresh(Region(-left, -top, self.outer_size.width, 1))
+        old_rows, new_rows = before[3], after[3]
+        for y, (old, new) in enumerate(zip(old_rows, new_rows)):
+            if old != new:
+                self.refresh(Region(0, y, width, 1))
 
     def _rebuild(
         self, view: View, request: RequestView | None, tree: Mapping[str, Any] | None

@@ -7,6 +7,8 @@ style cannot change, so the mixin reads it once and serves that value until the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.style import Style
@@ -24,11 +26,17 @@ class StyleOncePerRepaint:
     _repaint_style: Style | None = None
 
     def render_lines(self, crop: Region) -> list[Strip]:
+        with self.style_held():
+            lines: list[Strip] = super().render_lines(crop)  # type: ignore[misc]
+            return lines
+
+    @contextmanager
+    def style_held(self) -> Iterator[None]:
+        """Read the style once for a block that draws lines and changes no styles."""
         self._repaint_style = None
         self._repaint_style = self.rich_style
         try:
-            lines: list[Strip] = super().render_lines(crop)  # type: ignore[misc]
-            return lines
+            yield
         finally:
             self._repaint_style = None
 
