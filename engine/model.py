@@ -549,13 +549,19 @@ class TinyModel:
         memory avoids page-faulting fresh zeroed pages on every call."""
         buffer = self._buffers.get(name)
         if buffer is None or any(have < need for have, need in zip(buffer.shape, shape)):
-            # Grow with headroom: a context gains a row per round, and a fresh buffer costs
-            # page faults on first touch.
-            old = buffer.shape if buffer is not None else (0,) * len(shape)
-            grown = tuple(max(have, need + need // 4) for have, need in zip(old, shape))
-            buffer = np.zeros(grown)
-            self._buffers[name] = buffer
-            self._filled.pop(name, None)
+            # Grow a short dimension to twice what is needed: a context gains rows every
+            # round, and a fresh buffer costs page faults on first touch. The old contents
+            # move along, so the padded rows `_padded_globals` keeps stay valid (no round has
+            # to gather every history again).
+            if buffer is None:
+                grown = shape
+            else:
+                old = buffer.shape
+                grown = tuple(have if have >= need else 2 * need for have, need in zip(old, shape))
+            fresh = np.zeros(grown)
+            if buffer is not None:
+                fresh[tuple(slice(0, have) for have in old)] = buffer
+            buffer = self._buffers[name] = fresh
         return buffer[tuple(slice(0, need) for need in shape)]
 
     def reset_scratch(self) -> None:
