@@ -829,44 +829,48 @@ class Engine:
                 reserved.add(id(plan.request))
         return [plan for plan in plans if id(plan.request) in reserved]
 
-    def _blocks_for(self, plan: _Plan, nodes: int) -> tuple[int, list[int]]:
-        """New blocks a plan needs for `nodes` speculative rows, and blocks to copy first."""
-        request = plan.request
+    def _copies_needed(self, request: Request) -> list[int]:
+        """Indices of the request's blocks whose later rows it will write but someone else
+        (another holder, a cache entry, the undo history) may read: copy them first."""
         size = self.config.block_size
+        table = request.table
         firsts = {role: cursor[1] for role, cursor in request.cursors.items()}
-        first = min(firsts.values())
-        last = len(request.tokens) - 1 + nodes
-        needed = -(-(last + 1) // size)
-        shared = [
+        return [
             index
-            for index in range(first // size, min(len(request.table), needed))
+            for index in range(min(firsts.values()) // size, len(table))
             if self.pool.must_copy(
-                request.table[index],
-                {role: max(0, at - index * size) for role, at in firsts.items()},
+                table[index], {role: max(0, at - index * size) for role, at in firsts.items()}
             )
         ]
+
+    def _blocks_for(self, request: Request, copies: list[int], nodes: int) -> tuple[int, list[int]]:
+        """Blocks to take for `nodes` speculative rows after the pending one, and which of the
+        table's blocks those rows reach that must be copied first."""
+        needed = -(-(len(request.tokens) + nodes) // self.config.block_size)
+        shared = [index for index in copies if index < needed]
         return max(0, needed - len(request.table)) + len(shared), shared
 
     def _reserve(self, plan: _Plan, reserved: set[int]) -> bool:
         """Get blocks for the plan's rows, shrinking its speculation to fit; False = deferred."""
-        count, shared = self._blocks_for(plan, 0)
-        if not self._make_room(count, reserved):
-            request = plan.request
-            if request.admitted:  # not preempted itself: wait at the front of the queue
-                self._queue.appendleft(request.request_id)
-                self._emit(
-                    "deferred",
-                    request.request_id,
-                    reason=f"needs {count} free blocks; space freed now is usable next round",
-                )
-            return False
-        if plan.selected:
-            count, shared = self._blocks_for(plan, len(plan.selected))
+        request = plan.request
+        copies = self._copies_needed(request)
+        count, shared = self._blocks_for(request, copies, 0)
+        if count > self.pool.free_count():
+            if not self._make_room(count, reserved):
+                if request.admitted:  # not preempted itself: wait at the front of the queue
+                    self._queue.appendleft(request.request_id)
+                    self._emit(
+                        "deferred",
+                        request.request_id,
+                        reason=f"needs {count} free blocks; space freed now is usable next round",
+                    )
+                return False
+            copies = self._copies_needed(request)  # making room may have dropped holders
+        count, shared = self._blocks_for(request, copies, len(plan.selected))
         free = self.pool.free_count()
         while plan.selected and count > free:
             plan.selected.pop()  # the deepest, most recently ranked node: still prefix-closed
-            count, shared = self._blocks_for(plan, len(plan.selected))
-        request = plan.request
+            count, shared = self._blocks_for(request, copies, len(plan.selected))
         fresh = self.pool.allocate(count)
         size = self.config.block_size
         for index in shared:
