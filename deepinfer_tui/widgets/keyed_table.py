@@ -97,13 +97,26 @@ LINE_ATTRIBUTES = (
 )
 
 
+class _Flags(NamedTuple):
+    """Everything besides content, position and row style that a cell's look depends on."""
+
+    show_cursor: bool
+    show_hover_cursor: bool
+    foreground_priority: str
+    background_priority: str
+    padding: int
+    fixed_rows: int
+    fixed_columns: int
+    pseudo_classes: Hashable
+
+
 class _Setup(NamedTuple):
     """What every line of one repaint shares."""
 
     column_keys: tuple[ColumnKey, ...]
     widths: tuple[int, ...]  # each column's render width, padding included
     remaining: int  # blank cells right of the last column
-    flags: tuple[Hashable, ...]  # cursor settings, padding and focus/hover pseudo-classes
+    flags: _Flags
 
 
 class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
@@ -117,6 +130,9 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         # Before DataTable's constructor, which already clears caches (ours included).
         self._cells: LRUCache[Hashable, SegmentLines] = LRUCache(1024)
         self._lines: LRUCache[Hashable, _Line] = LRUCache(SMALL_CACHE)
+        # Styles by cell position and state (not content): a changed cell's text is new,
+        # its styles are those its position had last round.
+        self._styles: LRUCache[Hashable, Any] = LRUCache(1024)
         self._pseudo_classes: Hashable = None
         # Values that cannot change within one repaint, read once per repaint; None outside
         # a repaint (a direct render_line call), when they are read for every line.
@@ -204,7 +220,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         if found is None:
             return None
         contents, values = found
-        row_style = self._row_style(row_index, base_style)
+        row_style = self._row_style(row_index, base_style, setup)
         # Cursor type "row": a cell is highlighted when its row is the cursor's (or hover's).
         cursor = cursor_location.row == row_index
         hover = hover_location.row == row_index
@@ -228,19 +244,22 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
             where = (row_index, column_index, row_style, width, cursor, hover)
             cells.append(self._keyed_cell(content, value, *where, setup.flags)[line_no])
         # The blank right of the last column, styled as DataTable extends a row.
-        extend_style, _ = self._get_styles_to_render_cell(
-            row_index == -1,
-            False,
-            False,
-            hover,
-            cursor,
-            self.show_cursor,
-            self._show_hover_cursor,
-            False,
-            False,
-        )
-        extend_style = row_style + extend_style
-        extend_style += Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
+        style_key = ("extend", row_index, row_style, cursor, hover, setup.flags)
+        extend_style = self._styles.get(style_key)
+        if extend_style is None:
+            component, _ = self._get_styles_to_render_cell(
+                row_index == -1,
+                False,
+                False,
+                hover,
+                cursor,
+                self.show_cursor,
+                self._show_hover_cursor,
+                False,
+                False,
+            )
+            meta = Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
+            extend_style = self._styles[style_key] = row_style + component + meta
         cells.append([Segment(" " * setup.remaining, extend_style)])
         line = _Line(([], cells))
         self._lines[key] = line
@@ -286,16 +305,18 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
             contents.append((identity, content))
         return tuple(contents), values
 
-    def _row_style(self, row_index: int, base_style: Style) -> Style:
+    def _row_style(self, row_index: int, base_style: Style, setup: _Setup) -> Style:
         # The header, fixed rows, then zebra parity: all DataTable's row style depends on.
         if row_index == -1:
             kind: Hashable = "header"
-        elif row_index < self.fixed_rows:
+        elif row_index < setup.flags.fixed_rows:
             kind = "fixed"
         else:
             kind = row_index % 2
-        key = ("row style", kind, base_style)
-        return self._memo(key, self._get_row_style, row_index, base_style)  # type: ignore[no-any-return]
+        style: Style = self._memo(
+            ("row", kind, base_style), self._get_row_style, row_index, base_style
+        )
+        return style
 
     # -- cells --------------------------------------------------------------------------------
 
@@ -317,14 +338,16 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         content, value = found
         return self._keyed_cell(content, value, *where, self._cell_flags())
 
-    def _cell_flags(self) -> tuple[Hashable, ...]:
+    def _cell_flags(self) -> _Flags:
         """Everything besides content, position and row style that a cell's look depends on."""
-        return (
+        return _Flags(
             self.show_cursor,
-            getattr(self, "_show_hover_cursor", None),
+            getattr(self, "_show_hover_cursor", False),
             self.cursor_foreground_priority,
             self.cursor_background_priority,
             self.cell_padding,
+            self.fixed_rows,
+            self.fixed_columns,
             self._pseudo_classes,
         )
 
@@ -338,7 +361,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         width: int,
         cursor: bool,
         hover: bool,
-        flags: tuple[Hashable, ...],
+        flags: _Flags,
     ) -> SegmentLines:
         """A cell's lines from the cache, keyed on its content; rendered on a miss."""
         key = (row_index, column_index, content, base_style, width, cursor, hover, flags)
@@ -346,7 +369,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         if lines is None:
             where = (row_index, column_index, base_style, width, cursor, hover)
             direct = self.direct_text_cells and row_index >= 0
-            lines = (self._render_text_cell(value, *where) if direct else None) or [
+            lines = (self._render_text_cell(value, *where, flags) if direct else None) or [
                 list(Segment.simplify(line)) for line in super()._render_cell(*where)
             ]
             self._cells[key] = lines
@@ -387,38 +410,44 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         width: int,
         cursor: bool,
         hover: bool,
+        flags: _Flags,
     ) -> SegmentLines | None:
         """The segments Rich would give a one-line, single-style Text cell, simplified (equal
         neighbours joined, as DataTable does to each line); None if the cell is not one."""
         if not isinstance(value, Text) or value.spans or value.justify not in (None, "default"):
             return None
-        padding = self.cell_padding
+        padding = flags.padding
         inner = width - 2 * padding
         text = value.plain
         length = cell_len(text)
         if inner < 0 or length > inner or "\n" in text or "\t" in text or not text.isprintable():
             return None  # cropped, wrapped or control characters: Rich's job
-        fixed = row_index < self.fixed_rows or column_index < self.fixed_columns
-        component, post = self._get_styles_to_render_cell(
-            False,
-            False,
-            fixed,
-            hover,
-            cursor,
-            self.show_cursor,
-            getattr(self, "_show_hover_cursor", False),
-            self.cursor_foreground_priority == "css",
-            self.cursor_background_priority == "css",
-        )
-        pre = base_style + Style.from_meta({"row": row_index, "column": column_index})
-        pre = pre + component
-        own = self.app.console.get_style(value.style) if value.style else None
-        blank = pre + post
+        key = ("cell", row_index, column_index, base_style, cursor, hover, flags, value.style)
+        styles = self._styles.get(key)
+        if styles is None:
+            fixed = row_index < flags.fixed_rows or column_index < flags.fixed_columns
+            component, post = self._get_styles_to_render_cell(
+                False,
+                False,
+                fixed,
+                hover,
+                cursor,
+                flags.show_cursor,
+                flags.show_hover_cursor,
+                flags.foreground_priority == "css",
+                flags.background_priority == "css",
+            )
+            pre = base_style + Style.from_meta({"row": row_index, "column": column_index})
+            pre = pre + component
+            own = self.app.console.get_style(value.style) if value.style else None
+            text_style = (pre + own if own else pre) + post
+            styles = self._styles[key] = (pre + post, text_style, own is not None)
+        blank, text_style, styled = styles
         segments = []
         if padding:
             segments.append(Segment(" " * padding, blank))
-        if text or not own:  # Rich keeps an empty unstyled text as an empty segment
-            segments.append(Segment(text, (pre + own if own else pre) + post))
+        if text or not styled:  # Rich keeps an empty unstyled text as an empty segment
+            segments.append(Segment(text, text_style))
         if inner > length:
             segments.append(Segment(" " * (inner - length), blank))
         if padding:
@@ -428,13 +457,16 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         # Component styles (cursor, zebra, theme) may have changed.
-        self._cells.clear()
-        self._lines.clear()
+        self._clear_keyed_caches()
 
     def _clear_caches(self) -> None:
         super()._clear_caches()
+        self._clear_keyed_caches()
+
+    def _clear_keyed_caches(self) -> None:
         self._cells.clear()
         self._lines.clear()
+        self._styles.clear()
 
 
 class _Line:
