@@ -343,6 +343,83 @@ class BatchContext:
         self.globals = grown
 
 
+class _ChainAttention:
+    """Global attention for a chain batch (see `TinyModel._chain_rows`): each query sees the
+    stored rows plus the chain's rows up to itself.
+
+    A single item reads its stored rows in place (no padding copy) with 2-D products, which
+    take the strided planes as they are; a padded batch writes the chain into the context's
+    tail, after the padding, and masks the padding.
+    """
+
+    def __init__(
+        self,
+        context: BatchContext,
+        out: np.ndarray,
+        earlier: np.ndarray | None,
+        k: int,
+        width: int,
+    ) -> None:
+        self.out, self.k, self.width = out, k, width
+        size, q, _ = out.shape
+        self.q, self.chain = q, k + q
+        # Query i (chain row k + i) sees chain rows 0..k + i.
+        self.causal = np.arange(self.chain)[None, :] <= (k + np.arange(q))[:, None]
+        globals_width = 4 * width
+        self.merged = context.merged
+        if not self.merged:
+            self.stored = context.globals[0]  # (4, C, W): views into the pool if contiguous
+            self.tail = np.empty((4, self.chain, width))
+            if earlier is not None:
+                self.tail[:, :k] = planes(earlier[0, :, :globals_width], width)
+            self.chain_bias = _bias(self.causal)
+            return
+        context.reserve(self.chain)
+        self.padded, c = context.globals, context.stored
+        self.span = c + self.chain
+        if earlier is not None:
+            self.padded[:, :, c : c + k] = planes(earlier[..., :globals_width], width)
+        visible = np.empty((size, q, self.span), dtype=bool)
+        visible[..., :c] = (np.arange(c)[None, :] < context.length[:, None])[:, None, :]
+        visible[..., c:] = self.causal
+        self.bias = _bias(visible)
+
+    def attend(self, queries: np.ndarray, plane: int) -> np.ndarray:
+        """Attention of (B, q, W) queries over key plane `plane` and value plane `plane + 1`,
+        once the new rows' keys and values are in `out`."""
+        width, k = self.width, self.k
+        new = planes(self.out[..., plane * width : (plane + 2) * width], width)  # (B, 2, q, W)
+        if self.merged:
+            c = self.span - self.chain
+            self.padded[:, plane : plane + 2, c + k : self.span] = new
+            keys = self.padded[:, plane, : self.span]
+            return _attend(queries, keys, self.padded[:, plane + 1, : self.span], self.bias)
+        stored, tail = self.stored, self.tail
+        tail[plane : plane + 2, k:] = new[0]
+        rows = queries.reshape(self.q, width)
+        if self.chain == 1:  # one decode row: vector products and scalars only
+            query = rows[0]
+            s = stored[plane] @ query
+            own = float(tail[plane, 0] @ query)
+            top = max(own, float(s.max(initial=_NEG)))
+            s -= top
+            np.exp(s, out=s)
+            weight = np.exp(own - top)
+            mixed = (s @ stored[plane + 1] + weight * tail[plane + 1, 0]) / (s.sum() + weight)
+            return mixed.reshape(1, 1, width)
+        s1 = rows @ stored[plane].T
+        s2 = rows @ tail[plane].T
+        s2 += self.chain_bias
+        top2 = np.maximum(s1.max(axis=-1, initial=_NEG), s2.max(axis=-1))[:, None]
+        s1 -= top2
+        s2 -= top2
+        np.exp(s1, out=s1)
+        np.exp(s2, out=s2)
+        total = s1.sum(axis=-1, keepdims=True) + s2.sum(axis=-1, keepdims=True)
+        mixed2 = (s1 @ stored[plane + 1] + s2 @ tail[plane + 1]) / total
+        return mixed2.reshape(1, self.q, width)
+
+
 class TinyModel:
     """Single-head float64 model with fixed random weights. Not trained; outputs are token ids."""
 
@@ -671,127 +748,79 @@ class TinyModel:
         item adds `q` rows in a chain right after its stored rows and `k` rows computed
         earlier this round (a decode step, a draft level, a chain verification). Same maths
         (the oracle tests hold both paths to `full_forward`), far fewer NumPy calls.
-
-        Attention runs over the stored rows plus the chain's rows up to the query. A single
-        item reads its stored rows in place (no padding copy); a padded batch writes the chain
-        into the context's tail, after the padding, under a mask.
         """
         k, q = shape
         w, layout, width = self.weights, self.layout, self.width
-        size, chain = len(batch), k + q
-        tokens = np.array([item.tokens for item in batch], dtype=np.int64)  # (B, q)
+        size, rows = len(batch), len(batch) * q
+        tokens = np.array([item.tokens for item in batch], dtype=np.int64).reshape(rows)
         positions = np.array([item.positions for item in batch], dtype=np.int64)
         earlier = np.array([item.earlier.data for item in batch]) if k else None  # type: ignore[union-attr]
-        out = np.empty((size, q, layout.size))
-        scale = 1.0 / np.sqrt(width)
         if context is None:
-            context = self.batch_context(batch, tail=chain, scratch="decode")
-        # Query i (chain row k + i) sees chain rows 0..k + i.
-        causal = np.arange(chain)[None, :] <= (k + np.arange(q))[:, None]  # (q, k + q)
-        chain_bias = _bias(causal)
-        globals_width = layout.globals.stop
-
-        if not context.merged:
-            stored = context.globals[0]  # (4, C, W) planes: views into the pool if contiguous
-            tail = np.empty((4, chain, width))
-            if k:
-                tail[:, :k] = planes(earlier[0, :, :globals_width], width)  # type: ignore[index]
-
-            def attend(queries: np.ndarray, plane: int) -> np.ndarray:
-                # 2-D products read the strided stored planes in place (3-D ones would copy).
-                tail[plane : plane + 2, k:] = planes(
-                    out[0, :, plane * width : (plane + 2) * width], width
-                )
-                rows = queries.reshape(q, width)
-                if chain == 1:  # one decode row: vector products and scalars only
-                    query, own_k, own_v = rows[0], tail[plane, 0], tail[plane + 1, 0]
-                    s = stored[plane] @ query
-                    own = float(own_k @ query)
-                    top1 = max(own, float(s.max(initial=_NEG)))
-                    s -= top1
-                    np.exp(s, out=s)
-                    weight = np.exp(own - top1)
-                    mixed1 = (s @ stored[plane + 1] + weight * own_v) / (s.sum() + weight)
-                    return mixed1.reshape(1, 1, width)
-                s1 = rows @ stored[plane].T
-                s2 = rows @ tail[plane].T
-                s2 += chain_bias
-                top = np.maximum(s1.max(axis=-1, initial=_NEG), s2.max(axis=-1))[:, None]
-                s1 -= top
-                s2 -= top
-                np.exp(s1, out=s1)
-                np.exp(s2, out=s2)
-                total = s1.sum(axis=-1, keepdims=True) + s2.sum(axis=-1, keepdims=True)
-                mixed = s1 @ stored[plane + 1] + s2 @ tail[plane + 1]
-                return (mixed / total).reshape(1, q, width)
-
-        else:
-            context.reserve(chain)
-            padded, c = context.globals, context.stored
-            if k:
-                padded[:, :, c : c + k] = planes(earlier[..., :globals_width], width)  # type: ignore[index]
-            visible = np.empty((size, q, c + chain), dtype=bool)
-            visible[..., :c] = (np.arange(c)[None, :] < context.length[:, None])[:, None, :]
-            visible[..., c:] = causal
-            bias = _bias(visible)
-
-            def attend(queries: np.ndarray, plane: int) -> np.ndarray:
-                padded[:, plane : plane + 2, c + k : c + chain] = planes(
-                    out[..., plane * width : (plane + 2) * width], width
-                )
-                keys = padded[:, plane, : c + chain]
-                return _attend(queries, keys, padded[:, plane + 1, : c + chain], bias)
-
-        # Local window: the stored window rows (padded), then the chain, masked by position.
-        l_max = context.local.shape[1]
-        local = np.empty((size, l_max + chain, context.local.shape[2]))
-        local[:, :l_max] = context.local
-        local_positions = np.empty((size, l_max + chain), dtype=np.int64)
-        local_positions[:, :l_max] = context.local_positions
-        local_positions[:, l_max + k :] = positions
-        if k:
-            local[:, l_max : l_max + k] = earlier[..., layout.local]  # type: ignore[index]
-            local_positions[:, l_max : l_max + k] = positions[:, :1] - np.arange(k, 0, -1)
-        local_visible = local_positions[:, None, :] > (positions - self.window)[:, :, None]
-        local_visible[:, :, l_max:] &= causal
-        local_bias = _bias(local_visible)
-
+            context = self.batch_context(batch, tail=k + q, scratch="decode")
         # Dense parts run on (B·q, W) rows: one matrix product each, not one per item.
-        rows, flat = size * q, out.reshape(size * q, layout.size)
+        flat = np.empty((rows, layout.size))
+        chain = _ChainAttention(context, flat.reshape(size, q, layout.size), earlier, k, width)
+        local, local_bias = self._chain_local(context, positions, earlier, chain.causal)
+        scale = 1.0 / np.sqrt(width)
 
         def per_item(x: np.ndarray) -> np.ndarray:
             return x.reshape(size, q, x.shape[-1])
 
         wo, f_in, f_out = w.encoder[3:]
-        x = self.embed(tokens.reshape(rows), positions.reshape(rows))
+        x = self.embed(tokens, positions.reshape(rows))
         qkv = rms_norm(x) @ self._encoder_qkv
         flat[:, layout.encoder_keys.start : layout.encoder_values.stop] = qkv[:, width:]
-        attended = attend(per_item(qkv[:, :width] * scale), ENCODER_PLANE)
+        attended = chain.attend(per_item(qkv[:, :width] * scale), ENCODER_PLANE)
         x = x + attended.reshape(rows, width) @ wo
         source = x + feed_forward(x, f_in, f_out)
         flat[:, layout.source] = source
         flat[:, layout.shared_keys.start : layout.shared_values.stop] = source @ self._shared_kv
 
         x = source
+        own = local.shape[1] - q  # the chain's new rows come last in the local window
         for index, layer in enumerate(w.layers):
             projected = rms_norm(x) @ self._layer_in[index]  # local q | local k | local v | cross q
             pair = slice(layout.local_keys(index).start, layout.local_values(index).stop)
             flat[:, pair] = projected[:, width : 3 * width]
-            columns = slice(2 * index * width, (2 * index + 2) * width)
-            local[:, l_max + k :, columns] = per_item(projected[:, width : 3 * width])
+            start = 2 * index * width
+            local[:, own:, start : start + 2 * width] = per_item(projected[:, width : 3 * width])
             local_out = _attend(
                 per_item(projected[:, :width] * scale),
-                local[..., columns.start : columns.start + width],
-                local[..., columns.start + width : columns.stop],
+                local[..., start : start + width],
+                local[..., start + width : start + 2 * width],
                 local_bias,
             )
-            cross = attend(per_item(projected[:, 3 * width :] * scale), SHARED_PLANE)
+            cross = chain.attend(per_item(projected[:, 3 * width :] * scale), SHARED_PLANE)
             mixed = np.concatenate([local_out, cross], axis=-1).reshape(rows, 2 * width)
             layer_scale = LAYER_DECAY**index
             x = x + layer_scale * (mixed @ self._layer_out[index])
             x = x + layer_scale * feed_forward(x, layer[6], layer[7])
         flat[:, layout.logits] = rms_norm(x) @ w.head
         return BatchRows([Rows(flat[b * q : (b + 1) * q], layout) for b in range(size)], flat)
+
+    def _chain_local(
+        self,
+        context: BatchContext,
+        positions: np.ndarray,
+        earlier: np.ndarray | None,
+        causal: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Local-window keys for a chain batch: the stored window rows (padded), the earlier
+        rows, then room for the new rows; and the mask by position (plus causality)."""
+        size, q = positions.shape
+        k = 0 if earlier is None else earlier.shape[1]
+        l_max = context.local.shape[1]
+        local = np.empty((size, l_max + k + q, context.local.shape[2]))
+        local[:, :l_max] = context.local
+        local_positions = np.empty((size, l_max + k + q), dtype=np.int64)
+        local_positions[:, :l_max] = context.local_positions
+        local_positions[:, l_max + k :] = positions
+        if earlier is not None:
+            local[:, l_max : l_max + k] = earlier[..., self.layout.local]
+            local_positions[:, l_max : l_max + k] = positions[:, :1] - np.arange(k, 0, -1)
+        visible = local_positions[:, None, :] > (positions - self.window)[:, :, None]
+        visible[:, :, l_max:] &= causal
+        return local, _bias(visible)
 
     def _compute_chunked(self, item: RowBatchItem) -> Rows:
         """A long chain in chunks: each attends to the stored rows plus the chunks before it,
