@@ -129,11 +129,14 @@ class DraftTree(StyleOncePerRepaint, Tree[int]):
             self._repaint_changed_rows(before)
 
     def _visible_rows(self) -> tuple[Offset, Size, str | None, list[Strip]] | None:
-        """What the pane shows now: scroll offset, size, title and each visible row."""
+        """What the pane shows now: scroll offset, size, title and each visible tree line
+        (the rows below the last line are blank)."""
         if not self.is_mounted:
             return None
+        scroll_y = round(self.scroll_offset.y)
+        lines = min(self.scrollable_content_region.height, self.last_line + 1 - scroll_y)
         with self.style_held():
-            rows = [self.render_line(y) for y in range(self.scrollable_content_region.height)]
+            rows = [self.render_line(y) for y in range(max(lines, 0))]
         return self.scroll_offset, self.size, self.border_title, rows
 
     def _repaint_changed_rows(
@@ -150,8 +153,8 @@ class DraftTree(StyleOncePerRepaint, Tree[int]):
             if top:
                 self.refresh(Region(-left, -top, self.outer_size.width, 1))
         old_rows, new_rows = before[3], after[3]
-        for y, (old, new) in enumerate(zip(old_rows, new_rows)):
-            if old != new:
+        for y in range(max(len(old_rows), len(new_rows))):
+            if y >= len(old_rows) or y >= len(new_rows) or old_rows[y] != new_rows[y]:
                 self.refresh(Region(0, y, width, 1))
 
     def _rebuild(
