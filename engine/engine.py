@@ -1212,7 +1212,7 @@ class Engine:
         if request.table:
             cursor = min(self._cursor(request, "target"))
             stored = self._rows(request, "target", 0, cursor)
-            request.final = (Rows(stored.data.copy(), stored.layout), cursor)
+            request.final = (stored, cursor)  # a copy already: the blocks go back now
             self.pool.release(request.table)
             request.table = []
             request.hashed = 0

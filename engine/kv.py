@@ -23,37 +23,49 @@ class PoolExhausted(Exception):
 class ModelStore:
     """One model's rows for every slot of the pool (slot = block * block_size + offset).
 
-    Split in two arrays: `globals` holds what global attention reads (encoder and shared K/V,
-    contiguous per slot, so a context is one dense read) and `rest` holds the source, the
-    local K/V and the logits.
+    What global attention reads (encoder K, V and shared K, V: the `Layout.globals` columns)
+    is kept as four planes, `planes[p]` of shape (slots, W), so the keys of a run of slots are
+    one contiguous array (measured 1.5-1.8x faster long-context attention than strided rows).
+    `rest` holds the other columns (source, local K/V, logits) row by row.
     """
 
     def __init__(self, model: TinyModel, slots: int) -> None:
         self.layout = model.layout
+        self.width = model.width
         self.split = model.layout.globals.stop
         # Written through once now: lazily mapped zero pages would make every first write to a
         # slot pay a page fault inside the round (measured 10-70x slower writes).
-        self.globals = np.full((slots, self.split), 0.0)
+        self.planes = np.full((self.split // self.width, slots, self.width), 0.0)
         self.rest = np.full((slots, model.layout.size - self.split), 0.0)
 
     def write(self, slots: np.ndarray | slice, rows: Rows, *, encoder: bool = True) -> None:
         """Store rows at `slots`; `encoder=False` writes only the consumer part (warm replay)."""
         if encoder:
-            self.globals[slots] = rows.data[:, : self.split]
+            self.planes[:, slots] = _as_planes(rows.data[:, : self.split], self.width)
             self.rest[slots] = rows.data[:, self.split :]
         else:
             start = self.layout.local.start
             self.rest[slots, start - self.split :] = rows.data[:, start:]
 
     def read(self, slots: np.ndarray | slice) -> Rows:
-        """A copy of the full rows at `slots`."""
-        return Rows(np.concatenate([self.globals[slots], self.rest[slots]], axis=1), self.layout)
+        """A copy of the full rows at `slots` (a new array, the caller's to keep)."""
+        stacked = self.planes[:, slots]  # a view when `slots` is a slice
+        count = stacked.shape[1]
+        data = np.empty((count, self.layout.size))
+        _as_planes(data[:, : self.split], self.width)[...] = stacked
+        data[:, self.split :] = self.rest[slots]
+        return Rows(data, self.layout)
 
     def copy_slots(
         self, source: np.ndarray | slice | int, target: np.ndarray | slice | int
     ) -> None:
-        self.globals[target] = self.globals[source]
+        self.planes[:, target] = self.planes[:, source]
         self.rest[target] = self.rest[source]
+
+
+def _as_planes(rows: np.ndarray, width: int) -> np.ndarray:
+    """(n, k·W) columns as (k, n, W) planes (a view)."""
+    return rows.reshape(len(rows), -1, width).swapaxes(0, 1)
 
 
 @dataclass
@@ -171,7 +183,7 @@ class BlockPool:
         return self.slots(table, 0, stop)
 
     def read(self, role: str, table: list[int], start: int, stop: int) -> Rows:
-        """Rows of positions [start, stop) of a request (a view when the blocks are in order)."""
+        """A copy of the rows of positions [start, stop) of a request."""
         if start == 0:
             return self.stores[role].read(self.span(table, stop))
         return self.stores[role].read(self.slots(table, start, stop))

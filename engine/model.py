@@ -238,22 +238,23 @@ class Stored:
         return len(self.index)
 
     def columns(self, columns: slice, rows: np.ndarray | None = None) -> np.ndarray:
+        index = self.index
+        if rows is not None:
+            index = index.start + rows if isinstance(index, slice) else index[rows]
         split = self.store.split
-        if columns.stop <= split:
-            array = self.store.globals
-        else:
-            array = self.store.rest
-            columns = slice(columns.start - split, columns.stop - split)
-        if rows is None:
-            return array[self.index, columns]
-        if isinstance(self.index, slice):
-            return array[self.index.start + rows, columns]
-        return array[self.index[rows], columns]
+        if columns.stop <= split:  # global columns: gathered from their planes
+            width = self.store.width
+            block = self.store.planes[columns.start // width : columns.stop // width, index]
+            return block.swapaxes(0, 1).reshape(block.shape[1], columns.stop - columns.start)
+        return self.store.rest[index, columns.start - split : columns.stop - split]
+
+    def planes(self) -> np.ndarray:
+        """(4, n, W) planes of the rows' global columns: views when the slots are a run."""
+        return self.store.planes[:, self.index]
 
     def gather_globals(self, out: np.ndarray) -> None:
-        """Copy the rows' global-attention columns into `out`, laid out as planes (4, n, W)."""
-        # Plain fancy indexing measured faster than np.take(..., out=out) for these shapes.
-        out[...] = planes(self.store.globals[self.index], out.shape[-1])
+        """Copy the rows' global-attention planes (4, n, W) into `out`."""
+        out[...] = self.store.planes[:, self.index]
 
 
 @dataclass(frozen=True)
@@ -539,10 +540,10 @@ class TinyModel:
         """POSITION_SCALE * sin(p * frequency) for positions 0..last and beyond, computed once
         (the same float operations, so the values are identical to computing them per call)."""
         table = self._positions
-        if len(table) <= last:
-            count = max(last + 1, 2 * len(table), 64)
-            angles = np.arange(count)[:, None] * self.weights.frequency
-            table = self._positions = POSITION_SCALE * np.sin(angles)
+        if len(table) <= last:  # append rows (only the new ones are computed)
+            count = last + 1 + max(64, len(table) // 8)
+            angles = np.arange(len(table), count)[:, None] * self.weights.frequency
+            table = self._positions = np.concatenate([table, POSITION_SCALE * np.sin(angles)])
         return table
 
     # -- the oracle's forward: whole sequence, no cache --------------------------------------
@@ -679,6 +680,12 @@ class TinyModel:
                 padded[b, :, start:count] = planes(stored, width)
         return padded
 
+    def _context_planes(self, context: Rows | Stored | Joined) -> np.ndarray:
+        """(4, C, W) planes of a context's stored rows (views for a run of pool slots)."""
+        if isinstance(context, Stored):
+            return context.planes()
+        return planes(context.columns(self.layout.globals), self.width)
+
     def batch_context(
         self, batch: list[RowBatchItem], tail: int = 0, scratch: str = "globals"
     ) -> BatchContext:
@@ -691,7 +698,7 @@ class TinyModel:
         if len(batch) == 1:
             item = batch[0]
             return BatchContext(
-                planes(item.context.columns(layout.globals), self.width)[None],
+                self._context_planes(item.context)[None],
                 lengths,
                 item.local.columns(layout.local)[None],
                 np.asarray(item.local_positions, dtype=np.int64)[None, :],
