@@ -1214,8 +1214,9 @@ def make_draft(
 
 
 def _chain_shape(batch: list[RowBatchItem]) -> tuple[int, int] | None:
-    """(k, q) when every item adds q full rows in one chain right after its stored rows and
-    the k rows an earlier call computed (also a chain) under exact recovery rules; else None."""
+    """(k, q) when every item adds q full rows in one chain after the k rows an earlier call
+    computed (also a chain) and after all its stored rows (a draft may store only the most
+    recent ones), under exact recovery rules; else None."""
     first = batch[0]
     k, q = len(first.earlier_positions), len(first.tokens)
     if q == 0 or q > PREFILL_CHUNK:  # a long prefill goes chunk by chunk instead
@@ -1231,27 +1232,27 @@ def _chain_shape(batch: list[RowBatchItem]) -> tuple[int, int] | None:
         ):
             return None
     if k == 0 and q == 1:  # a decode step: checked without building arrays
-        return (
-            (0, 1)
-            if all(
-                item.parents[0] == -1 and item.positions[0] == len(item.context) for item in batch
-            )
-            else None
+        plain = all(
+            item.parents[0] == -1 and item.positions[0] >= len(item.context) for item in batch
         )
-    starts = np.array([len(item.context) for item in batch])[:, None]
+        return (0, 1) if plain else None
     steps = np.arange(k + q)
     parents = np.array([item.parents for item in batch])
     positions = np.array([item.positions for item in batch])
-    if not ((parents == steps[k:] - 1).all() and (positions == starts + steps[k:]).all()):
-        return None
     if k:
         earlier_parents = np.array([item.earlier_parents for item in batch])
         earlier_positions = np.array([item.earlier_positions for item in batch])
-        full = all(item.earlier_full.all() for item in batch)
         if not (
-            full
+            all(item.earlier_full.all() for item in batch)
             and (earlier_parents == steps[:k] - 1).all()
-            and (earlier_positions == starts + steps[:k]).all()
         ):
             return None
-    return k, q
+        positions = np.concatenate([earlier_positions, positions], axis=1)
+    stored = np.array([len(item.context) for item in batch])
+    return (
+        (k, q)
+        if (parents == steps[k:] - 1).all()
+        and (positions == positions[:, :1] + steps).all()
+        and (positions[:, 0] >= stored).all()
+        else None
+    )
