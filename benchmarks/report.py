@@ -282,7 +282,7 @@ def render(results: dict[str, Any]) -> str:
         )
     if "long" in w:
         out.append("")
-        out.append(_render_long(w["long"]))
+        out.append(_render_long(w["long"], results.get("tuning", {}).get("long_draft_width")))
     memory = results.get("memory") or {}
     if memory:
         out.append("")
@@ -311,7 +311,7 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _render_long(long: dict[str, Any]) -> str:
+def _render_long(long: dict[str, Any], draft_width: int | None) -> str:
     ours = long.get("ours") or {}
     theirs = long.get("reference") or {}
     ratios = long.get("ratio") or {}
@@ -342,21 +342,27 @@ def _render_long(long: dict[str, Any]) -> str:
                     "; ".join(note),
                 ]
             )
-    return "long context (one request; prefill = first round; decode = after it):\n" + _table(
-        [
-            "mode",
-            "context",
-            "prefill s",
-            "ref s",
-            "ref/ours",
-            "decode ms/tok",
-            "ref ms/tok",
-            "ref/ours",
-            "accept",
-            "ref accept",
-            "note",
-        ],
-        rows,
+    depth = f"; speculative drafts a {draft_width}-token chain" if draft_width else ""
+    title = f"long context (one request; prefill = first round; decode = after it{depth}):"
+    return (
+        title
+        + "\n"
+        + _table(
+            [
+                "mode",
+                "context",
+                "prefill s",
+                "ref s",
+                "ref/ours",
+                "decode ms/tok",
+                "ref ms/tok",
+                "ref/ours",
+                "accept",
+                "ref accept",
+                "note",
+            ],
+            rows,
+        )
     )
 
 

@@ -84,6 +84,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--branching", type=_positive_int, default=1, help="our draft branching")
     parser.add_argument("--max-draft-nodes", type=_positive_int, default=2)
     parser.add_argument(
+        "--long-draft-width",
+        type=_positive_int,
+        default=4,
+        help="draft depth of the long workload, a chain (both engines; default 4)",
+    )
+    parser.add_argument(
         "--undo-depth", type=int, default=None, help="our engine's undo_depth (default: engine's)"
     )
     args = parser.parse_args(argv)
@@ -118,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         draft_branching=args.branching,
         max_draft_nodes=args.max_draft_nodes,
         undo_depth=args.undo_depth,
+        long_draft_width=args.long_draft_width,
     )
     ours = OurEngine()
     module = None if args.no_reference else reference.load()

@@ -53,6 +53,9 @@ class Tuning:
     draft_branching: int = 1
     max_draft_nodes: int = 2
     undo_depth: int | None = None
+    # One long request verifies deeper chains profitably (the batch shapes share a round's
+    # budget between 16 requests): `long` drafts this deep, as a chain.
+    long_draft_width: int = 4
 
 
 def shapes(quick: bool) -> dict[str, Any]:
@@ -177,7 +180,7 @@ def _memory_summary(record: RunRecord) -> dict[str, Any]:
 
 
 def long_spec(length: int, shape: LongShape, speculative: bool, tuning: Tuning) -> EngineSpec:
-    positions = length + shape.new_tokens + tuning.draft_width + 1
+    positions = length + shape.new_tokens + tuning.long_draft_width + 1
     blocks = -(-positions // shape.block_size)
     return EngineSpec(
         speculative=speculative,
@@ -186,9 +189,9 @@ def long_spec(length: int, shape: LongShape, speculative: bool, tuning: Tuning) 
         block_size=shape.block_size,
         # Room for the sequence twice over: undo history and the prefix cache keep blocks.
         num_blocks=2 * blocks + 8,
-        draft_width=tuning.draft_width,
-        draft_branching=tuning.draft_branching,
-        max_draft_nodes=tuning.max_draft_nodes,
+        draft_width=tuning.long_draft_width,
+        draft_branching=1,
+        max_draft_nodes=tuning.long_draft_width,
         undo_depth=tuning.undo_depth,
     )
 
