@@ -21,7 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..describe import describe
-from .quiet import set_scroll_extent
+from .quiet import scrollbar_held, set_scroll_extent, set_scrollbar
 from .repaint_style import StyleOncePerRepaint
 from .view import Event, View
 
@@ -94,6 +94,13 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
     # -- updating -----------------------------------------------------------------------------
 
     def show(self, view: View, filter_id: str | None) -> None:
+        # The scroll range grows, then the view scrolls to the newest row: the bar is drawn
+        # again only if the two together move its thumb.
+        bar = self.vertical_scrollbar if self.show_vertical_scrollbar else None
+        with scrollbar_held(bar):
+            self._show(view, filter_id)
+
+    def _show(self, view: View, filter_id: str | None) -> None:
         log: Sequence[Event] = view.log
         if filter_id != self._filter:
             self._truncate(0)
@@ -101,11 +108,11 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
         else:
             self._truncate(self._common_prefix(log))
         fresh = range(len(self._events), len(log))
-        for index in fresh:
-            event = log[index]
+        for index, event in enumerate(log[fresh.start :], fresh.start):
             self._events.append(event)
             if filter_id is None or event.get("request_id") == filter_id:
-                self._append_line(index, describe(dict(event)), line_style(event))
+                # describe() only reads the event: no copy (a round adds ~200 of them).
+                self._append_line(index, describe(event), line_style(event))  # type: ignore[arg-type]
         self._update_virtual_size()
         if fresh:
             # Newest last, always in view (the RichLog this replaces behaved the same way).
@@ -152,7 +159,9 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
             self._add_rows(len(self._texts) - 1, text)
 
     def _add_rows(self, line: int, text: str) -> None:
-        if cell_len(text) <= self._wrap_width:
+        width = self._wrap_width
+        # An ASCII character takes at most one cell, so a short ASCII line fits unmeasured.
+        if (len(text) <= width and text.isascii()) or cell_len(text) <= width:
             pieces = [text]  # almost every line: no Rich work at all
         else:
             wrapped = Text(text).wrap(self.app.console, self._wrap_width)
@@ -181,6 +190,10 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
         self._following = True
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        if self.show_vertical_scrollbar:
+            # Moved quietly first, so the base class's assignment changes nothing: the bar
+            # repaints only if its thumb is drawn elsewhere (not every round at the bottom).
+            set_scrollbar(self.vertical_scrollbar, position=new_value)
         super().watch_scroll_y(old_value, new_value)
         self._following = round(new_value) >= self.max_scroll_y
 

@@ -3,14 +3,24 @@
 A screen layout re-measures every widget and refreshes every scroll view's scrollbars, and
 those refreshes are painted in a second frame. A keypress that only changes what panes show
 (not how tall they are) therefore needs no layout: one frame per keypress.
+
+Scrollbars, likewise, are repainted only when they would look different: a log that grows by
+hundreds of rows a round moves its scroll range and position every round, while its thumb,
+already one cell at the bottom, stays where it is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from weakref import WeakKeyDictionary
+
 from rich.cells import cell_len
 from rich.text import Text
 from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import Static
 
 
@@ -39,9 +49,63 @@ def set_scroll_extent(view: ScrollView, size: Size, *, repaint: bool = True) -> 
         return
     view.set_reactive(ScrollView.virtual_size, size)
     if view.show_vertical_scrollbar:
-        view.vertical_scrollbar.window_virtual_size = size.height
+        set_scrollbar(view.vertical_scrollbar, window_virtual_size=size.height)
     if view.scroll_y > view.max_scroll_y:
         view.scroll_to(y=view.max_scroll_y, animate=False)
         repaint = True
     if repaint:
         view.refresh()
+
+
+def set_scrollbar(bar: ScrollBar, **values: float) -> None:
+    """Set scrollbar reactives (validated, as an assignment would), repainting the bar only
+    if it would now be drawn differently (inside `scrollbar_held`: decided when it ends)."""
+    before = _HELD[bar] if bar in _HELD else _scrollbar_look(bar)
+    for name, value in values.items():
+        reactive = getattr(ScrollBar, name)
+        assert isinstance(reactive, Reactive)
+        validate = getattr(bar, f"validate_{name}", None)
+        bar.set_reactive(reactive, validate(value) if validate else value)
+    if bar not in _HELD and (before is None or _scrollbar_look(bar) != before):
+        bar.refresh()
+
+
+@contextmanager
+def scrollbar_held(bar: ScrollBar | None) -> Iterator[None]:
+    """Changes made with `set_scrollbar` inside the block repaint the bar once, at its end,
+    and only if the bar then looks different from before the block (a growing log moves
+    its range, then its position: each alone would move the thumb, both together do not)."""
+    if bar is None or bar in _HELD:
+        yield
+        return
+    _HELD[bar] = before = _scrollbar_look(bar)
+    try:
+        yield
+    finally:
+        del _HELD[bar]
+        if before is None or _scrollbar_look(bar) != before:
+            bar.refresh()
+
+
+# Bars inside `scrollbar_held`, with how they looked when it began.
+_HELD: WeakKeyDictionary[ScrollBar, Hashable | None] = WeakKeyDictionary()
+
+
+def _scrollbar_look(bar: ScrollBar) -> Hashable | None:
+    """What the bar draws: its style and its cells; None if that cannot be told."""
+    if not bar.is_mounted or bar.parent is None:
+        return None
+    renderable = bar.render()
+    if type(renderable) is not ScrollBarRender:
+        return None
+    width, height = bar.size
+    size, thickness = (height, width) if renderable.vertical else (width, height)
+    cells = ScrollBarRender.render_bar(
+        size=size,
+        virtual_size=renderable.virtual_size,
+        window_size=renderable.window_size,
+        position=renderable.position,
+        thickness=thickness,
+        vertical=renderable.vertical,
+    )
+    return renderable.style, tuple(cells.segments), cells.new_lines
