@@ -64,37 +64,20 @@ class DraftTree:
             self.target_tokens.append(token)
 
     def to_dict(self) -> dict:
-        count = len(self.tokens)
-        selected = self.selected or [i == ROOT for i in range(count)]
-        verdicts = self.verdicts or [None] * count
-        targets = self.target_tokens or [None] * count
-        columns = zip(
-            self.parents, self.depths, self.tokens, self.probs, self.path_probs, selected,
-            verdicts, targets,
-        )  # fmt: skip
         return {
             "nodes": [
                 {
                     "id": i,
-                    "parent": parent,
-                    "depth": depth,
-                    "token": token,
-                    "prob": prob,
-                    "path_prob": path_prob,
-                    "selected": chosen,
-                    "verdict": verdict,
-                    "target_token": target,
+                    "parent": self.parents[i],
+                    "depth": self.depths[i],
+                    "token": self.tokens[i],
+                    "prob": self.probs[i],
+                    "path_prob": self.path_probs[i],
+                    "selected": self.selected[i] if self.selected else i == ROOT,
+                    "verdict": self.verdicts[i] if self.verdicts else None,
+                    "target_token": self.target_tokens[i] if self.target_tokens else None,
                 }
-                for i, (
-                    parent,
-                    depth,
-                    token,
-                    prob,
-                    path_prob,
-                    chosen,
-                    verdict,
-                    target,
-                ) in enumerate(columns)
+                for i in range(len(self))
             ]
         }
 
