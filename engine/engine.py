@@ -426,19 +426,13 @@ class Engine:
         for request in self.requests.values():
             if request.last_commit and request.last_commit["round"] == self.tick:
                 dropped_now.update(request.last_commit["dropped_blocks"])
+        refcounts = self.pool.refcount.tolist()  # plain ints, read once (viewers call this often)
         pool_blocks = []
-        for block in range(self.config.num_blocks):
+        for block, (count, digest) in enumerate(zip(refcounts, self.pool.block_hash)):
             state = states.get(block, "free")
             if state == "free" and block in dropped_now:
                 state = "dropped"
-            pool_blocks.append(
-                {
-                    "id": block,
-                    "state": state,
-                    "refcount": int(self.pool.refcount[block]),
-                    "hash": self.pool.block_hash[block],
-                }
-            )
+            pool_blocks.append({"id": block, "state": state, "refcount": count, "hash": digest})
         metrics = self.metrics()
         verified = metrics["drafts"]["verified"]
         return {
@@ -476,7 +470,7 @@ class Engine:
                 }
                 for _, entry in self.cache.items()
             ],
-            "requests": [self._request_view(r, states) for r in self.requests.values()],
+            "requests": [self._request_view(r, states, refcounts) for r in self.requests.values()],
             "undo": {"available": len(self._history), "depth": self.config.undo_depth},
         }
 
@@ -491,20 +485,22 @@ class Engine:
             states.setdefault(int(block), "retained")
         return states
 
-    def _request_view(self, request: Request, states: dict[int, str]) -> dict[str, Any]:
+    def _request_view(
+        self, request: Request, states: dict[int, str], refcounts: list[int]
+    ) -> dict[str, Any]:
         size = self.config.block_size
         cursor = min(self._cursor(request, "target")) if request.table else 0
         blocks = []
         for index, block in enumerate(request.table):
             start = index * size
-            slots = [request.tokens[p] if p < cursor else None for p in range(start, start + size)]
+            filled = request.tokens[start : min(start + size, cursor)]
             blocks.append(
                 {
                     "id": block,
                     "index": index,
                     "first_position": start,
-                    "slots": slots,
-                    "refcount": int(self.pool.refcount[block]),
+                    "slots": filled + [None] * (size - len(filled)),
+                    "refcount": refcounts[block],
                     "state": states.get(block, "committed"),
                     "hash": self.pool.block_hash[block],
                 }
