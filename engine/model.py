@@ -471,7 +471,6 @@ class TinyModel:
             array.setflags(write=False)
         self._weights = weights
         self._identity: str | None = None
-        self._positions = np.zeros((0, self.width))  # see _position_rows
         self.layout = Layout(self.width, self.depth, self.vocab_size)
         # Fused projections: one matmul where the maths has several (fewer NumPy calls).
         wq, wk, wv, *_ = weights.encoder
@@ -531,20 +530,8 @@ class TinyModel:
         return tuple(int(t) for t in values)
 
     def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        return (
-            self.weights.embedding[tokens]
-            + self._position_rows(int(positions.max(initial=0)))[positions]
-        )
-
-    def _position_rows(self, last: int) -> np.ndarray:
-        """POSITION_SCALE * sin(p * frequency) for positions 0..last and beyond, computed once
-        (the same float operations, so the values are identical to computing them per call)."""
-        table = self._positions
-        if len(table) <= last:  # append rows (only the new ones are computed)
-            count = last + 1 + max(64, len(table) // 8)
-            angles = np.arange(len(table), count)[:, None] * self.weights.frequency
-            table = self._positions = np.concatenate([table, POSITION_SCALE * np.sin(angles)])
-        return table
+        angles = positions[..., None] * self.weights.frequency
+        return self.weights.embedding[tokens] + POSITION_SCALE * np.sin(angles)
 
     # -- the oracle's forward: whole sequence, no cache --------------------------------------
 
