@@ -128,8 +128,11 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
 
     def __init__(self, **kwargs: Any) -> None:
         # Before DataTable's constructor, which already clears caches (ours included).
-        self._cells: LRUCache[Hashable, SegmentLines] = LRUCache(1024)
-        self._lines: LRUCache[Hashable, _Line] = LRUCache(SMALL_CACHE)
+        # What each position (row index, column index / line) drew last, and what it showed:
+        # a position draws the same thing again while what it shows is equal. Plain dicts
+        # bounded by the table's size; cheaper than hashing each cell's key into an LRU cache.
+        self._cells: dict[tuple[int, int], tuple[tuple[Hashable, ...], SegmentLines]] = {}
+        self._lines: dict[tuple[int, int], tuple[tuple[Hashable, ...], _Line]] = {}
         # Styles by cell position and state (not content): a changed cell's text is new,
         # its styles are those its position had last round.
         self._styles: LRUCache[Hashable, Any] = LRUCache(1024)
@@ -224,20 +227,12 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         # Cursor type "row": a cell is highlighted when its row is the cursor's (or hover's).
         cursor = cursor_location.row == row_index
         hover = hover_location.row == row_index
-        key = (
-            row_index,  # DataTable puts the row and column index in each cell's style meta
-            line_no,
-            contents,
-            row_style,
-            cursor,
-            hover,
-            setup.widths,
-            setup.remaining,
-            setup.flags,
-        )
-        line = self._lines.get(key)
-        if line is not None:
-            return line
+        # DataTable puts the row and column index in each cell's style meta: lines are kept
+        # by position.
+        shows = (contents, row_style, cursor, hover, setup.widths, setup.remaining, setup.flags)
+        drawn = self._lines.get((row_index, line_no))
+        if drawn is not None and drawn[0] == shows:
+            return drawn[1]
         cells: SegmentLines = []
         for column_index, cell in enumerate(zip(contents, values, setup.widths)):
             content, value, width = cell
@@ -262,7 +257,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
             extend_style = self._styles[style_key] = row_style + component + meta
         cells.append([Segment(" " * setup.remaining, extend_style)])
         line = _Line(([], cells))
-        self._lines[key] = line
+        self._lines[row_index, line_no] = (shows, line)
         return line
 
     def _line_setup(self) -> _Setup | None:
@@ -363,16 +358,17 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         hover: bool,
         flags: _Flags,
     ) -> SegmentLines:
-        """A cell's lines from the cache, keyed on its content; rendered on a miss."""
-        key = (row_index, column_index, content, base_style, width, cursor, hover, flags)
-        lines = self._cells.get(key)
-        if lines is None:
-            where = (row_index, column_index, base_style, width, cursor, hover)
-            direct = self.direct_text_cells and row_index >= 0
-            lines = (self._render_text_cell(value, *where, flags) if direct else None) or [
-                list(Segment.simplify(line)) for line in super()._render_cell(*where)
-            ]
-            self._cells[key] = lines
+        """The cell's lines as last drawn at its position if it shows the same; else new."""
+        shows = (content, base_style, width, cursor, hover, flags)
+        drawn = self._cells.get((row_index, column_index))
+        if drawn is not None and drawn[0] == shows:
+            return drawn[1]
+        where = (row_index, column_index, base_style, width, cursor, hover)
+        direct = self.direct_text_cells and row_index >= 0
+        lines = (self._render_text_cell(value, *where, flags) if direct else None) or [
+            list(Segment.simplify(line)) for line in super()._render_cell(*where)
+        ]
+        self._cells[row_index, column_index] = (shows, lines)
         return lines
 
     def _cell_content(self, row_index: int, column_index: int) -> tuple[Hashable, object] | None:
@@ -476,10 +472,15 @@ class _Line:
 
     def __init__(self, pair: RowPair) -> None:
         self.pair = pair
-        segments = [segment for cell in pair[1] for segment in cell]
+        segments: list[Segment] = []
         # Each cell is simplified already, and neighbouring cells never share a style (the
         # cell's column is in its style's meta); join them anyway if they ever do.
-        joined = any(a[-1].style == b[0].style for a, b in zip(pair[1], pair[1][1:]) if a and b)
+        joined = False
+        for cell in pair[1]:
+            if cell:
+                if segments and segments[-1].style == cell[0].style:
+                    joined = True
+                segments.extend(cell)
         self.strip = Strip(Segment.simplify(segments) if joined else segments)
         # DataTable crops each line, which drops leading zero-width segments.
         self.starts_visible = bool(segments and segments[0].text)
@@ -490,5 +491,9 @@ def _text_content(value: object) -> Hashable | None:
     if not isinstance(value, Text):
         return None
     style = value.style if isinstance(value.style, str) else str(value.style)
-    spans = tuple((span.start, span.end, str(span.style)) for span in value.spans)
+    spans = (
+        tuple((span.start, span.end, str(span.style)) for span in value.spans)
+        if value.spans
+        else ()
+    )
     return (value.plain, style, spans, value.justify, value.overflow, value.end)

@@ -111,18 +111,38 @@ class RequestTable(ContentKeyedDataTable[Text]):
         # update_cell refreshes the whole table each time: 64 rows x 3 changed cells a round.
         self._holding_refreshes = True
         try:
-            self._show(view)
+            changed = self._show(view)
         finally:
             self._holding_refreshes = False
         if self._refresh_held:
             self._refresh_held = False
-            self.refresh()
+            self._refresh_rows(changed)
 
-    def _show(self, view: View) -> None:
+    def _refresh_rows(self, changed: list[str] | None) -> None:
+        """Repaint the rows on screen whose cells changed (None: the whole table).
+
+        The header, the borders and unchanged rows (finished requests) keep their lines.
+        """
+        one_line = all(row.height == 1 for row in self.rows.values())
+        if changed is None or not self.is_mounted or not one_line or self.fixed_rows:
+            self.refresh()
+            return
+        top = round(self.scroll_offset.y) - (self.header_height if self.show_header else 0)
+        width, height = self.size
+        for request_id in changed:
+            y = self.get_row_index(request_id) - top
+            if 0 <= y < height:
+                self.refresh(Region(0, y, width, 1))
+
+    def _show(self, view: View) -> list[str] | None:
+        """Bring the rows up to date; returns the requests whose cells changed, or None if
+        rows came or went or a column grew (the table's lines moved)."""
+        changed: list[str] | None = []
         present = set(view.request_ids)
         for gone in [key for key in self._shown if key not in present]:
             self.remove_row(gone)
             del self._shown[gone]
+            changed = None
         for request_id in view.request_ids:
             request = view.request(request_id)
             assert request is not None
@@ -132,6 +152,7 @@ class RequestTable(ContentKeyedDataTable[Text]):
                 self.add_row(*(_text(c) for c in cells), key=request_id)
                 for (column, _), new in zip(COLUMNS, cells):
                     self._widths[column] = max(self._widths.get(column, 0), cell_len(new[0]))
+                changed = None
             elif before != cells:
                 for (column, _), old, new in zip(COLUMNS, before, cells):
                     if old != new:
@@ -139,5 +160,9 @@ class RequestTable(ContentKeyedDataTable[Text]):
                         wider = width > self._widths.get(column, 0)
                         if wider:
                             self._widths[column] = width
+                            changed = None
                         self.update_cell(request_id, column, _text(new), update_width=wider)
+                if changed is not None:
+                    changed.append(request_id)
             self._shown[request_id] = cells
+        return changed
