@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -126,16 +127,23 @@ async def test_the_table_draws_the_current_counts_after_every_step() -> None:
                 assert str(len(request["blocks"])) in row
 
 
-async def test_the_table_draws_exactly_what_a_plain_data_table_draws() -> None:
+@pytest.mark.parametrize(("size", "scroll_x"), [(SIZE, 0), ((50, 24), 5)])
+async def test_the_table_draws_exactly_what_a_plain_data_table_draws(
+    size: tuple[int, int], scroll_x: int
+) -> None:
     app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         await pilot.press("space", "space", "space", "down")
         await pilot.pause()
         table = app.query_one(RequestTable)
-        assert table.content_keyed and table.direct_text_cells  # on with this Textual
+        assert table.content_keyed and table.direct_text_cells and table.keyed_lines
+        if scroll_x:  # a narrow pane: DataTable crops each line to the visible columns
+            assert table.max_scroll_x >= scroll_x
+            table.scroll_to(x=scroll_x, animate=False)
+            await pilot.pause()
         drawn = drawn_table(table)
-        # The same table with DataTable's own cache and Rich rendering of every cell.
-        table.content_keyed = table.direct_text_cells = False
+        # The same table with DataTable's own caches and Rich rendering of every cell.
+        table.content_keyed = table.direct_text_cells = table.keyed_lines = False
         table.notify_style_update()  # drops every cached cell and line
         assert drawn_table(table) == drawn
 
@@ -533,6 +541,24 @@ async def test_help_opens_and_closes() -> None:
         await pilot.press("q")  # closes help, does not quit
         assert not isinstance(app.screen, HelpScreen)
         assert app.is_running
+
+
+async def test_garbage_collection_waits_until_a_keypress_is_painted() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        collecting_during_step: list[bool] = []
+        step = app.session.step
+
+        def recording_step() -> list[dict[str, Any]]:
+            collecting_during_step.append(gc.isenabled())
+            return step()
+
+        app.session.step = recording_step  # type: ignore[method-assign]
+        await pilot.press("space")
+        await pilot.pause()
+        assert collecting_during_step == [False]  # no collection pauses inside the keypress
+        assert gc.isenabled()  # collections resume once the frame is on screen
+    assert gc.isenabled()
 
 
 async def test_q_quits() -> None:
