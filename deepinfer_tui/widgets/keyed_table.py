@@ -231,11 +231,20 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         # by position.
         shows = (contents, row_style, cursor, hover, setup.widths, setup.remaining, setup.flags)
         drawn = self._lines.get((row_index, line_no))
-        if drawn is not None and drawn[0] == shows:
-            return drawn[1]
+        before: tuple[Hashable, ...] = ()
+        if drawn is not None:
+            if drawn[0] == shows:
+                return drawn[1]
+            if drawn[0][1:] == shows[1:]:
+                # Drawn the same way, some cells changed: the others keep their segments.
+                before = drawn[0][0]
         cells: SegmentLines = []
         for column_index, cell in enumerate(zip(contents, values, setup.widths)):
             content, value, width = cell
+            if column_index < len(before) and before[column_index] == content:
+                assert drawn is not None
+                cells.append(drawn[1].pair[1][column_index])
+                continue
             where = (row_index, column_index, row_style, width, cursor, hover)
             cells.append(self._keyed_cell(content, value, *where, setup.flags)[line_no])
         # The blank right of the last column, styled as DataTable extends a row.
