@@ -642,7 +642,11 @@ class TinyModel:
         new ones: in steady decoding a round copies one row per request, not whole histories.
         """
         width = self.width
-        padded = self._scratch(name, (len(batch), 4, rows, width))
+        # Once histories are kept here, start with room for a few hundred rows: growing later
+        # copies every history held (a visible pause in a live session).
+        kept = any(item.encoder_length for item in batch)
+        capacity = max(rows, PADDED_ROWS) if kept else rows
+        padded = self._scratch(name, (len(batch), 4, capacity, width))[:, :, :rows]
         filled = self._filled.setdefault(name, {})
         for b, item in enumerate(batch):
             count, key = item.encoder_length, item.context_key
@@ -1057,6 +1061,7 @@ _FAR = -(10**12)  # a position no window reaches
 # Planes of `Layout.globals` (see `planes`): keys, then values, of each global attention.
 ENCODER_PLANE, SHARED_PLANE = 0, 2
 PREFILL_CHUNK = 256  # rows per chunk of a long prefill
+PADDED_ROWS = 256  # padded batch contexts start with room for this many rows
 
 
 def _last_rows(rows: Rows | Stored, count: int) -> Rows | Stored:
