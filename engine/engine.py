@@ -126,6 +126,22 @@ class _Plan:
 _ENGINE_SERIALS = itertools.count()
 
 
+def _extended_earlier(item: RowBatchItem) -> dict[str, np.ndarray]:
+    """The `earlier_*` fields of a draft level after `item`: its earlier rows, then its own."""
+    full = np.arange(len(item.positions)) >= item.replay
+    if not len(item.earlier_positions):  # the first level: only the item's own rows
+        return {
+            "earlier_positions": item.positions,
+            "earlier_parents": item.parents,
+            "earlier_full": full,
+        }
+    return {
+        "earlier_positions": np.concatenate([item.earlier_positions, item.positions]),
+        "earlier_parents": np.concatenate([item.earlier_parents, item.parents]),
+        "earlier_full": np.concatenate([item.earlier_full, full]),
+    }
+
+
 class Engine:
     """A paged, prefix-caching, speculative inference engine over TinyModel."""
 
@@ -664,7 +680,7 @@ class Engine:
             context = replace(shared, local=shared.local[..., :layer])
         else:
             context = self.draft.batch_context(items, tail=tail)
-        outputs = self._draft_outputs(active, items, context)
+        outputs, flat = self._draft_outputs(active, items, context)
         expanding = []
         for plan, item, out in zip(active, items, outputs):
             plan.draft_item, plan.draft_out = item, out
@@ -672,7 +688,12 @@ class Engine:
             plan.draft_rows[ROOT] = len(out) - 1
             self.counters["draft_rows"] += len(out)
             expanding.append([ROOT] if len(out) else [])
-        self._expand_level(active, expanding, [out.logits[-1:] for out in outputs], node_cap)
+        logits = self.draft.layout.logits
+        if flat is not None and len(flat) == len(outputs):  # one row each: all are last rows
+            last_rows = flat[:, logits]
+        else:
+            last_rows = np.concatenate([out.logits[-1:] for out in outputs])
+        self._expand_level(active, expanding, last_rows, node_cap)
         for depth in range(1, depth_cap):
             expanding = []
             for plan in active:
@@ -686,7 +707,7 @@ class Engine:
             if not any(expanding):
                 break
             items = [self._level_item(plan, nodes, depth) for plan, nodes in zip(active, expanding)]
-            outputs = self._draft_outputs(active, items, context)
+            outputs, flat = self._draft_outputs(active, items, context)
             for plan, nodes, item, out in zip(active, expanding, items, outputs):
                 if not nodes or plan.request.status == "finished":
                     continue
@@ -696,7 +717,10 @@ class Engine:
                 plan.draft_item = item
                 plan.draft_out = Rows.concat([plan.draft_out, out])
                 self.counters["draft_rows"] += len(nodes)
-            self._expand_level(active, expanding, [out.logits for out in outputs], node_cap)
+            rows = (
+                flat[:, logits] if flat is not None else np.concatenate([o.logits for o in outputs])
+            )
+            self._expand_level(active, expanding, rows, node_cap)
         for plan in active:
             if plan.request.status == "finished":
                 continue
@@ -707,11 +731,12 @@ class Engine:
 
     def _draft_outputs(
         self, plans: list[_Plan], items: list[RowBatchItem], context: BatchContext
-    ) -> list[Rows]:
+    ) -> tuple[list[Rows], np.ndarray | None]:
         """A draft forward; a request whose draft fails finishes with an error (its rows are
-        replaced by empty ones so the batch keeps its shape for the next level)."""
+        replaced by empty ones so the batch keeps its shape for the next level). Also returns
+        all rows as one array when every request's draft succeeded."""
         assert self.draft is not None
-        outputs, _ = self._forward_isolated(self.draft, items, context)
+        outputs, flat = self._forward_isolated(self.draft, items, context)
         self.counters["draft_forwards"] += 1
         rows = []
         for plan, out in zip(plans, outputs):
@@ -720,14 +745,15 @@ class Engine:
                     self._finish(plan.request, "error", f"draft {type(out).__name__}: {out}")
                 out = Rows.empty(self.draft.layout, 0)
             rows.append(out)
-        return rows
+        return rows, flat
 
     def _expand_level(
-        self, plans: list[_Plan], expanding: list[list[int]], logits: list[np.ndarray], cap: int
+        self, plans: list[_Plan], expanding: list[list[int]], logits: np.ndarray, cap: int
     ) -> None:
-        """Add children to every expanded node of every plan (one softmax/top-k for all)."""
+        """Add children to every expanded node of every plan (one softmax/top-k for all);
+        `logits` holds one row per expanded node, plan after plan."""
         cfg = self.config
-        probabilities, top = top_children(np.concatenate(logits), cfg.draft_branching)
+        probabilities, top = top_children(logits, cfg.draft_branching)
         row = 0
         for plan, nodes in zip(plans, expanding):
             count = len(nodes)  # each expanded node contributed one row of logits
@@ -759,11 +785,7 @@ class Engine:
             local_lower=item.local_lower,
             consumer_from=item.consumer_from,
             earlier=plan.draft_out,
-            earlier_positions=np.concatenate([item.earlier_positions, item.positions]),
-            earlier_parents=np.concatenate([item.earlier_parents, item.parents]),
-            earlier_full=np.concatenate(
-                [item.earlier_full, np.arange(len(item.positions)) >= item.replay]
-            ),
+            **_extended_earlier(item),
         )
 
     def _catch_up_item(self, request: Request, role: str) -> RowBatchItem:
