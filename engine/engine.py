@@ -708,6 +708,9 @@ class Engine:
                 break
             items = [self._level_item(plan, nodes, depth) for plan, nodes in zip(active, expanding)]
             outputs, flat = self._draft_outputs(active, items, context)
+            for index, plan in enumerate(active):
+                if plan.request.status == "finished":  # its draft failed just now: no rows
+                    expanding[index] = []
             for plan, nodes, item, out in zip(active, expanding, items, outputs):
                 if not nodes or plan.request.status == "finished":
                     continue
@@ -1055,7 +1058,7 @@ class Engine:
             outputs: list[Rows | Exception] = list(result)
             flat = getattr(result, "flat", None)
         except Exception:
-            model.reset_scratch()
+            self._reset_work_buffers()
             outputs = []
             for item in items:
                 try:
@@ -1071,8 +1074,15 @@ class Engine:
         for index, out in enumerate(outputs):  # rare: find the non-finite outputs
             if isinstance(out, Rows) and not np.isfinite(out.data).all():
                 outputs[index] = FloatingPointError("the model produced non-finite values")
-                model.reset_scratch()
+                self._reset_work_buffers()
         return outputs, None
+
+    def _reset_work_buffers(self) -> None:
+        """After a failed or non-finite forward, forget every model's work buffers: a draft
+        that reads the target's KV pads its rows in the target's buffers, and masked padding is
+        added to, so a NaN left anywhere would reach healthy requests in later rounds."""
+        for model in self.models.values():
+            model.reset_scratch()
 
     def _commit(self, plan: _Plan, out: Rows, argmax: dict[int, int], now: float) -> None:
         """Accept the longest verified path, commit its tokens and drop speculative blocks."""

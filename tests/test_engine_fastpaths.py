@@ -474,13 +474,6 @@ def test_interleavings_over_contexts_of_different_lengths_stay_exact(
 # -- failures in the middle of a round ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=IndexError,
-    reason="engine bug: a draft level after the first that fails for one request leaves that "
-    "request's nodes in the level's expansion list while its output has no rows, so "
-    "_expand_level reads past the logits (IndexError; the round aborts, every retry too)",
-)
 def test_a_draft_failing_after_its_first_level_finishes_only_that_request() -> None:
     target = TinyModel(seed=3)
     draft = make_draft(target, seed=4)
@@ -502,14 +495,6 @@ def test_a_draft_failing_after_its_first_level_finishes_only_that_request() -> N
     check_against_oracle(engine, healthy)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="engine bug: a draft that reads the target's KV pads its context in the target's "
-    "work buffer; its non-finite rows land there, but only the draft's buffers are reset, and "
-    "the target's buffer now keeps its contents when it grows, so a healthy request later "
-    "padded over those rows reads the NaN (finishes with a draft error)",
-)
 def test_non_finite_draft_rows_do_not_poison_a_healthy_request() -> None:
     clean = TinyModel(seed=0, window=2, width=8, depth=2)
     long_prompt = [26, 18, 30, 13, 30, 11, 15, 0, 0, 23, 27, 4, 9, 14, 14, 2, 27, 26, 28, 2, 21]
