@@ -7,6 +7,7 @@ own engine's configuration. Models are always vocab 64, width 32, depth 3, windo
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +18,12 @@ from typing import Any, Protocol
 _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
+
+# One BLAS thread unless the caller sets it, before NumPy loads (every harness script imports
+# this module first): the engines' matrices are small, and on a shared 2-core machine a second
+# OpenBLAS thread spinning for a busy core made rounds up to 7x slower. Both engines run in one
+# process, so they share the setting; the report prints it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from engine import Engine, EngineConfig, TinyModel, make_draft  # noqa: E402
 

@@ -1,3 +1,3 @@
-from deepinfer_tui.cli import main
+from deepinfer_tui.launch import main
 
 raise SystemExit(main())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -364,3 +365,22 @@ def test_trace_cannot_be_mixed_with_settings(
 def test_launch_without_a_terminal_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
     # pytest's captured stdin/stdout are not terminals, as in a CI job.
     assert_one_line_error(*run(capsys, "--greedy"), "interactive terminal", "demo")
+
+
+def test_the_program_runs_numpy_with_one_blas_thread_unless_told_otherwise() -> None:
+    """`python -m deepinfer_tui` sets OPENBLAS_NUM_THREADS=1 before NumPy loads, and keeps a
+    value the user already chose."""
+    probe = (
+        "import os, runpy, sys; sys.argv = ['deepinfer-tui', '--help']\n"
+        "try:\n    runpy.run_module('deepinfer_tui', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print('threads=' + os.environ['OPENBLAS_NUM_THREADS'])"
+    )
+    for given, expected in ((None, "1"), ("2", "2")):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        if given is not None:
+            env["OPENBLAS_NUM_THREADS"] = given
+        out = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+        )
+        assert out.stdout.strip().endswith(f"threads={expected}")
