@@ -124,6 +124,8 @@ class _Plan:
 
 
 _ENGINE_SERIALS = itertools.count()
+_FIRST_PARENT = np.array([-1])  # parents of a single catch-up row (shared, never written)
+_FIRST_PARENT.setflags(write=False)
 
 
 def _extended_earlier(item: RowBatchItem) -> dict[str, np.ndarray]:
@@ -803,7 +805,7 @@ class Engine:
             local_positions=np.arange(local_start, consumer),
             tokens=np.array(request.tokens[consumer:]),
             positions=np.arange(consumer, n),
-            parents=np.arange(n - consumer) - 1,
+            parents=_FIRST_PARENT if n - consumer == 1 else np.arange(n - consumer) - 1,
             replay=encoder - consumer,
             local_lower=request.local_lower,
             consumer_from=request.consumer_from,
@@ -1089,10 +1091,11 @@ class Engine:
         request, tree, item, slots = plan.request, plan.tree, plan.item, plan.slots
         assert item is not None and slots is not None
         n = len(request.tokens)
-        consumer = self._cursor(request, "target")[1]
+        consumer = request.cursors["target"][1]  # admitted requests always have cursors
         store = self.pool.stores["target"]
         replay = item.replay
         rows = plan.target_rows
+        verified = len(plan.selected)
         decision = accept(tree, plan.selected, argmax, request.eos_id)
         # Move the accepted path's rows next to the committed prefix (a chain is already there).
         for depth, node in enumerate(decision.path, start=1):
@@ -1102,13 +1105,14 @@ class Engine:
         new_tokens = [tree.tokens[i] for i in decision.path]
         if decision.next_token is not None:
             new_tokens.append(decision.next_token)
-        new_tokens = new_tokens[: request.remaining]
+        remaining = request.max_tokens - (n - len(request.prompt))
+        new_tokens = new_tokens[:remaining]
         request.tokens.extend(new_tokens)
         cursor = len(request.tokens) - 1  # every row before the new pending token is computed
         request.cursors["target"] = [cursor, cursor]
         self._commit_draft(plan, decision.path, cursor)
         accepted = len(decision.path)
-        rolled_back = len(plan.selected) - accepted
+        rolled_back = verified - accepted
         counters = self.counters
         counters["encoder_rows"] += len(item.tokens) - replay
         consumer_rows = (
@@ -1118,7 +1122,7 @@ class Engine:
         )
         counters["consumer_rows"] += consumer_rows * self.target.depth
         counters["accepted"] += accepted
-        counters["verified"] += len(plan.selected)
+        counters["verified"] += verified
         counters["committed_tokens"] += len(new_tokens)
         counters["rolled_back_positions"] += rolled_back
         request.accepted += accepted
@@ -1138,11 +1142,11 @@ class Engine:
             "round": self.tick,
             "tokens": new_tokens,
             "accepted": accepted,
-            "verified": len(plan.selected),
+            "verified": verified,
             "outcome": decision.kind,
             "rolled_back_positions": rolled_back,
             "dropped_blocks": dropped,
-            "speculative_positions": list(range(n, n + len(plan.selected))),
+            "speculative_positions": list(range(n, n + verified)),
         }
         self._emit("verify", request.request_id, nodes=tree_view["nodes"])
         self._emit(
@@ -1150,7 +1154,7 @@ class Engine:
             request.request_id,
             tokens=new_tokens,
             accepted=accepted,
-            verified=len(plan.selected),
+            verified=verified,
             outcome=decision.kind,
             rolled_back_positions=rolled_back,
             freed_blocks=dropped,
@@ -1164,7 +1168,7 @@ class Engine:
             and new_tokens[-1:] == [request.eos_id]
         ):
             self._finish(request, "stop", now=now)
-        elif request.remaining <= 0:
+        elif remaining <= len(new_tokens):
             self._finish(request, "length", now=now)
         else:
             self._queue.append(request.request_id)
