@@ -784,7 +784,7 @@ class Engine:
             local=item.local,
             local_positions=item.local_positions,
             tokens=np.array([tree.tokens[n] for n in nodes], dtype=np.int64),
-            positions=np.full(len(nodes), position, dtype=np.int64),
+            positions=np.array([position] * len(nodes), dtype=np.int64),
             parents=np.array([plan.draft_rows[tree.parents[n]] for n in nodes], dtype=np.int64),
             replay=0,
             local_lower=item.local_lower,
