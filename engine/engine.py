@@ -124,24 +124,6 @@ class _Plan:
 
 
 _ENGINE_SERIALS = itertools.count()
-_FIRST_PARENT = np.array([-1])  # parents of a single catch-up row (shared, never written)
-_FIRST_PARENT.setflags(write=False)
-
-
-def _extended_earlier(item: RowBatchItem) -> dict[str, np.ndarray]:
-    """The `earlier_*` fields of a draft level after `item`: its earlier rows, then its own."""
-    full = np.arange(len(item.positions)) >= item.replay
-    if not len(item.earlier_positions):  # the first level: only the item's own rows
-        return {
-            "earlier_positions": item.positions,
-            "earlier_parents": item.parents,
-            "earlier_full": full,
-        }
-    return {
-        "earlier_positions": np.concatenate([item.earlier_positions, item.positions]),
-        "earlier_parents": np.concatenate([item.earlier_parents, item.parents]),
-        "earlier_full": np.concatenate([item.earlier_full, full]),
-    }
 
 
 class Engine:
@@ -682,7 +664,7 @@ class Engine:
             context = replace(shared, local=shared.local[..., :layer])
         else:
             context = self.draft.batch_context(items, tail=tail)
-        outputs, flat = self._draft_outputs(active, items, context)
+        outputs = self._draft_outputs(active, items, context)
         expanding = []
         for plan, item, out in zip(active, items, outputs):
             plan.draft_item, plan.draft_out = item, out
@@ -690,11 +672,7 @@ class Engine:
             plan.draft_rows[ROOT] = len(out) - 1
             self.counters["draft_rows"] += len(out)
             expanding.append([ROOT] if len(out) else [])
-        logits = self.draft.layout.logits
-        if flat is not None and len(flat) == len(outputs):  # one row each: all are last rows
-            last_rows = flat[:, logits]
-        else:
-            last_rows = np.concatenate([out.logits[-1:] for out in outputs])
+        last_rows = np.concatenate([out.logits[-1:] for out in outputs])
         self._expand_level(active, expanding, last_rows, node_cap)
         for depth in range(1, depth_cap):
             expanding = []
@@ -709,12 +687,12 @@ class Engine:
             if not any(expanding):
                 break
             items = [self._level_item(plan, nodes, depth) for plan, nodes in zip(active, expanding)]
-            outputs, flat = self._draft_outputs(active, items, context)
-            for index, plan in enumerate(active):
-                if plan.request.status == "finished":  # its draft failed just now: no rows
+            outputs = self._draft_outputs(active, items, context)
+            for index, (plan, item, out) in enumerate(zip(active, items, outputs)):
+                if plan.request.status == "finished":  # its draft failed: no rows, no children
                     expanding[index] = []
-            for plan, nodes, item, out in zip(active, expanding, items, outputs):
-                if not nodes or plan.request.status == "finished":
+                nodes = expanding[index]
+                if not nodes:
                     continue
                 base = len(plan.draft_out)
                 for offset, node in enumerate(nodes):
@@ -722,10 +700,9 @@ class Engine:
                 plan.draft_item = item
                 plan.draft_out = Rows.concat([plan.draft_out, out])
                 self.counters["draft_rows"] += len(nodes)
-            rows = (
-                flat[:, logits] if flat is not None else np.concatenate([o.logits for o in outputs])
+            self._expand_level(
+                active, expanding, np.concatenate([o.logits for o in outputs]), node_cap
             )
-            self._expand_level(active, expanding, rows, node_cap)
         for plan in active:
             if plan.request.status == "finished":
                 continue
@@ -736,12 +713,11 @@ class Engine:
 
     def _draft_outputs(
         self, plans: list[_Plan], items: list[RowBatchItem], context: BatchContext
-    ) -> tuple[list[Rows], np.ndarray | None]:
+    ) -> list[Rows]:
         """A draft forward; a request whose draft fails finishes with an error (its rows are
-        replaced by empty ones so the batch keeps its shape for the next level). Also returns
-        all rows as one array when every request's draft succeeded."""
+        replaced by empty ones so the batch keeps its shape for the next level)."""
         assert self.draft is not None
-        outputs, flat = self._forward_isolated(self.draft, items, context)
+        outputs, _ = self._forward_isolated(self.draft, items, context)
         self.counters["draft_forwards"] += 1
         rows = []
         for plan, out in zip(plans, outputs):
@@ -750,7 +726,7 @@ class Engine:
                     self._finish(plan.request, "error", f"draft {type(out).__name__}: {out}")
                 out = Rows.empty(self.draft.layout, 0)
             rows.append(out)
-        return rows, flat
+        return rows
 
     def _expand_level(
         self, plans: list[_Plan], expanding: list[list[int]], logits: np.ndarray, cap: int
@@ -790,7 +766,11 @@ class Engine:
             local_lower=item.local_lower,
             consumer_from=item.consumer_from,
             earlier=plan.draft_out,
-            **_extended_earlier(item),
+            earlier_positions=np.concatenate([item.earlier_positions, item.positions]),
+            earlier_parents=np.concatenate([item.earlier_parents, item.parents]),
+            earlier_full=np.concatenate(
+                [item.earlier_full, np.arange(len(item.positions)) >= item.replay]
+            ),
         )
 
     def _catch_up_item(self, request: Request, role: str) -> RowBatchItem:
@@ -805,7 +785,7 @@ class Engine:
             local_positions=np.arange(local_start, consumer),
             tokens=np.array(request.tokens[consumer:]),
             positions=np.arange(consumer, n),
-            parents=_FIRST_PARENT if n - consumer == 1 else np.arange(n - consumer) - 1,
+            parents=np.arange(n - consumer) - 1,
             replay=encoder - consumer,
             local_lower=request.local_lower,
             consumer_from=request.consumer_from,
@@ -1400,7 +1380,7 @@ class Engine:
         """The request's stored rows for positions [start, stop) of one model."""
         if stop <= start or not request.table:
             return Rows.empty(self.kv_models[role].layout)
-        return self.pool.read(role, request.table, start, stop)
+        return self.pool.stores[role].read(self._slots(request, start, stop))
 
     def _cache_only_blocks(self) -> set[int]:
         held = {b for r in self.requests.values() for b in r.table}
@@ -1410,11 +1390,15 @@ class Engine:
         """Chain a prefix hash over every newly filled block (blocks are immutable once full)."""
         size = self.config.block_size
         full = cursor // size
-        previous = self._cache_key() if request.hashed == 0 else None
+        previous = None
         for index in range(request.hashed, full):
             block = request.table[index]
-            if previous is None:
-                previous = self.pool.block_hash[request.table[index - 1]]
+            if previous is None:  # the chain starts from the key, or from the block before
+                previous = (
+                    self._cache_key()
+                    if index == 0
+                    else self.pool.block_hash[request.table[index - 1]]
+                )
             if self.pool.block_hash[block] is None:
                 chunk = tuple(request.tokens[index * size : (index + 1) * size])
                 digest = hashlib.blake2b(repr((previous, chunk)).encode(), digest_size=4)

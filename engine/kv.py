@@ -156,38 +156,6 @@ class BlockPool:
     def free_count(self) -> int:
         return int(np.count_nonzero(self.free))
 
-    # -- slots ------------------------------------------------------------------------------
-
-    def slots(self, table: list[int], start: int, stop: int) -> np.ndarray:
-        """Slot indices of positions [start, stop) of a request with this block table."""
-        size = self.block_size
-        index = start // size
-        if stop <= start or index == (stop - 1) // size:  # one block: consecutive slots
-            offset = table[index] * size - index * size if stop > start else 0
-            return np.arange(start + offset, stop + offset)
-        positions = np.arange(start, stop)
-        blocks = np.asarray(table, dtype=np.int64)[positions // size]
-        return blocks * size + positions % size
-
-    def span(self, table: list[int], stop: int) -> np.ndarray | slice:
-        """Slots of positions [0, stop): a zero-copy slice when the blocks are consecutive."""
-        needed = -(-stop // self.block_size)
-        if needed == 0:
-            return slice(0, 0)
-        first = table[0]
-        if table[needed - 1] - first == needed - 1 and table[:needed] == list(
-            range(first, first + needed)
-        ):
-            start = first * self.block_size
-            return slice(start, start + stop)
-        return self.slots(table, 0, stop)
-
-    def read(self, role: str, table: list[int], start: int, stop: int) -> Rows:
-        """A copy of the rows of positions [start, stop) of a request."""
-        if start == 0:
-            return self.stores[role].read(self.span(table, stop))
-        return self.stores[role].read(self.slots(table, start, stop))
-
     def copy_block(self, source: int, target: int) -> None:
         size = self.block_size
         src = slice(source * size, (source + 1) * size)
