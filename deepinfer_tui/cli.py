@@ -132,20 +132,9 @@ def add_engine_options(parser: argparse.ArgumentParser, prefix: str = "") -> Non
 
 
 def _engine_overrides(args: argparse.Namespace, prefix: str = "") -> dict[str, Any]:
+    """The engine flags as Scenario.with_overrides() keywords (their dests, less the prefix)."""
     names = [flag.replace("-", "_") for flag, *_ in _ENGINE_FLAGS] + ["recovery_mode", "greedy"]
-    values = {name: getattr(args, prefix + name) for name in names}
-    return {
-        "seed": values["seed"],
-        "batch_budget": values["batch_budget"],
-        "draft_width": values["draft_width"],
-        "branching": values["branching"],
-        "block_size": values["block_size"],
-        "num_blocks": values["num_blocks"],
-        "window": values["window"],
-        "recovery_mode": values["recovery_mode"],
-        "keep": values["keep"],
-        "greedy": values["greedy"],
-    }
+    return {name: getattr(args, prefix + name) for name in names}
 
 
 def _scenario(path: str | None, args: argparse.Namespace, prefix: str = "") -> Scenario:
