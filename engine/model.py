@@ -229,7 +229,7 @@ class Stored:
     __slots__ = ("index", "store")
 
     def __init__(self, store: Any, index: slice | np.ndarray) -> None:
-        self.store = store  # kv.ModelStore: `globals` and `rest` arrays split at `split`
+        self.store = store  # kv.ModelStore: global-attention `planes`, then `rest` columns
         self.index = index  # slots of the positions, in position order
 
     def __len__(self) -> int:
@@ -251,10 +251,6 @@ class Stored:
     def planes(self) -> np.ndarray:
         """(4, n, W) planes of the rows' global columns: views when the slots are a run."""
         return self.store.planes[:, self.index]
-
-    def gather_globals(self, out: np.ndarray) -> None:
-        """Copy the rows' global-attention planes (4, n, W) into `out`."""
-        out[...] = self.store.planes[:, self.index]
 
 
 @dataclass(frozen=True)
@@ -397,28 +393,13 @@ class _ChainAttention:
             return _attend(queries, keys, self.padded[:, plane + 1, : self.span], self.bias)
         stored, tail = self.stored, self.tail
         tail[plane : plane + 2, k:] = new[0]
-        rows = queries.reshape(self.q, width)
-        if self.chain == 1:  # one decode row: vector products and scalars only
-            query = rows[0]
-            s = stored[plane] @ query
-            own = float(tail[plane, 0] @ query)
-            top = max(own, float(s.max(initial=_NEG)))
-            s -= top
-            np.exp(s, out=s)
-            weight = np.exp(own - top)
-            mixed = (s @ stored[plane + 1] + weight * tail[plane + 1, 0]) / (s.sum() + weight)
-            return mixed.reshape(1, 1, width)
-        s1 = rows @ stored[plane].T
-        s2 = rows @ tail[plane].T
-        s2 += self.chain_bias
-        top2 = np.maximum(s1.max(axis=-1, initial=_NEG), s2.max(axis=-1))[:, None]
-        s1 -= top2
-        s2 -= top2
-        np.exp(s1, out=s1)
-        np.exp(s2, out=s2)
-        total = s1.sum(axis=-1, keepdims=True) + s2.sum(axis=-1, keepdims=True)
-        mixed2 = (s1 @ stored[plane + 1] + s2 @ tail[plane + 1]) / total
-        return mixed2.reshape(1, self.q, width)
+        # 2-D products: the stored planes are read in place, whatever their strides.
+        mixed = _attend_two(
+            queries.reshape(self.q, width),
+            (stored[plane], stored[plane + 1], None),
+            (tail[plane], tail[plane + 1], self.chain_bias),
+        )
+        return mixed.reshape(1, self.q, width)
 
 
 class TinyModel:
@@ -659,13 +640,13 @@ class TinyModel:
             if start == count:
                 continue
             context = item.context
-            if isinstance(context, Stored):
+            if isinstance(context, Stored):  # only the missing slots are read
                 index = context.index
                 if isinstance(index, slice):
                     index = slice(index.start + start, index.start + count)
                 else:
                     index = index[start:count]
-                Stored(context.store, index).gather_globals(padded[b, :, start:count])
+                padded[b, :, start:count] = context.store.planes[:, index]
             else:
                 stored = context.columns(self.layout.globals)[start:count]
                 padded[b, :, start:count] = planes(stored, width)
