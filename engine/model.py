@@ -888,21 +888,11 @@ class TinyModel:
         e_pos = np.full((size, e_max), _FAR, dtype=np.int64)
         e_full = np.zeros((size, e_max), dtype=bool)
         e_parent = np.full((size, e_max), -1, dtype=np.int64)
-        # Same number of new rows everywhere and no earlier ones (a prefill, a chain round):
-        # padded rows are exactly the new rows, so scatters and gathers become slices, and
-        # the output array itself holds them (every column gets written).
-        uniform = not earlier_counts.any() and bool((new_counts == q_max).all())
-        if uniform:
-            extras = np.empty((size, e_max, layout.size))
-        else:
-            extras = self._scratch("extras", (size, e_max, layout.size))
+        extras = self._scratch("extras", (size, e_max, layout.size))
 
         def put(columns: slice, values: np.ndarray) -> None:
             """Store new rows' columns (values padded like the queries) in `extras`."""
-            if uniform:
-                extras[..., columns] = values
-            else:
-                extras[..., columns][q_batch, e_new_rows] = values[q_batch, q_rows]
+            extras[..., columns][q_batch, e_new_rows] = values[q_batch, q_rows]
 
         e_pos[q_batch, e_new_rows] = positions[q_batch, q_rows]
         e_full[q_batch, e_new_rows] = q_full[q_batch, q_rows]
@@ -1024,14 +1014,9 @@ class TinyModel:
             x = x + layer_scale * feed_forward(x, g_in, g_out)
         logits = rms_norm(x) @ w.head
 
-        if uniform:  # (total new rows, F), flat in batch order
-            new = extras.reshape(size * q_max, layout.size)
-            new[:, layout.logits] = logits.reshape(size * q_max, -1)
-            skipped = ~q_consumer.reshape(-1)
-        else:
-            new = extras[q_batch, e_new_rows]
-            new[:, layout.logits] = logits[q_batch, q_rows]
-            skipped = ~q_consumer[q_batch, q_rows]
+        new = extras[q_batch, e_new_rows]  # (total new rows, F), flat in batch order
+        new[:, layout.logits] = logits[q_batch, q_rows]
+        skipped = ~q_consumer[q_batch, q_rows]
         if skipped.any():  # compact recovery: these rows never ran the consumers
             new[skipped, layout.local.start :] = 0.0
         bounds = [0, *np.cumsum(new_counts).tolist()]
