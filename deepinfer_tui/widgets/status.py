@@ -45,7 +45,8 @@ class CommitTally:
         self._per_round: dict[int, int] = {}
 
     def last_rounds(self, view: View, rounds: int) -> tuple[int, ...]:
-        """What `view.committed_in_last_rounds(rounds)` returns, from the tally."""
+        """Tokens committed in each of the last `rounds` rounds up to the view's tick, oldest
+        first (0 for a round that committed nothing)."""
         self._follow(view.log)
         first = max(1, view.tick - rounds + 1)
         return tuple(self._per_round.get(tick, 0) for tick in range(first, view.tick + 1))
@@ -82,11 +83,8 @@ class StatusBar(Static):
             update_static(self, text)
 
 
-def render_status(view: View, committed: Sequence[int] | None = None) -> Text:
-    """The header's two lines; `committed`: tokens per round for the sparkline (default:
-    read from the view's log)."""
-    if committed is None:
-        committed = view.committed_in_last_rounds(SPARK_WIDTH)
+def render_status(view: View, committed: Sequence[int]) -> Text:
+    """The header's two lines; `committed`: tokens per round for the sparkline."""
     snapshot = view.snapshot
     metrics = snapshot.get("metrics", {})
     counts = metrics.get("requests", {})

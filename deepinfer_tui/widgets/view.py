@@ -6,7 +6,6 @@ read it. Keeping this Textual-free makes the panes' inputs plain data.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -43,10 +42,6 @@ class View:
     def tick(self) -> int:
         return int(self.snapshot.get("tick", 0))
 
-    @property
-    def is_replay(self) -> bool:
-        return self.replay is not None
-
     @cached_property
     def _requests(self) -> dict[str, RequestView]:
         return {r["id"]: r for r in self.snapshot.get("requests", [])}
@@ -55,29 +50,6 @@ class View:
         if request_id is None:
             return None
         return self._requests.get(request_id)
-
-    @cached_property
-    def committed_per_round(self) -> tuple[int, ...]:
-        """Tokens committed in each round 1..tick (0 for rounds that committed nothing)."""
-        return self.committed_in_last_rounds(self.tick)
-
-    def committed_in_last_rounds(self, rounds: int) -> tuple[int, ...]:
-        """Tokens committed in each of the last `rounds` rounds up to tick, oldest first.
-
-        Reads only those rounds' events, found by bisection (events are in tick order), so a
-        header that shows the last few rounds costs the same after 10 rounds or 10,000.
-        """
-        first = max(1, self.tick - rounds + 1)
-        counts = [0] * (self.tick - first + 1)
-        log = self.log
-        start = bisect_left(log, first, key=_tick_of)
-        for event in log[start:]:
-            if event.get("kind") != "commit" or "tick" not in event:
-                continue
-            tick = int(event["tick"])
-            if first <= tick <= self.tick:
-                counts[tick - first] += len(event.get("tokens", ()))
-        return tuple(counts)
 
     def events_this_tick(self, request_id: str, kind: str) -> list[Event]:
         """This request's events of one kind since the last round (e.g. user rollbacks)."""
@@ -98,8 +70,3 @@ class View:
             for entry in self.snapshot.get("cache", [])
             if entry["tokens"] and sequence[: len(entry["tokens"])] == list(entry["tokens"])
         ]
-
-
-def _tick_of(event: Event) -> int:
-    # Every engine event and session note has a tick; anything else sorts first (never read).
-    return int(event.get("tick", -1))
