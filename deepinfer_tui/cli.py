@@ -28,7 +28,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ import numpy as np
 from engine import EngineConfig, TinyModel, greedy_generate
 
 from . import __version__
-from .describe import describe
+from .describe import describe, format_tokens
 from .export import ALL_FORMATS, export_all, parse_formats
 from .jsonfile import read_json
 from .replay import Replay, TraceError, load_trace
@@ -165,10 +165,6 @@ def _event_json(event: dict[str, Any]) -> dict[str, Any]:
     return {**event, "text": describe(event)}
 
 
-def _tokens(values: Sequence[int]) -> str:
-    return "[" + " ".join(str(v) for v in values) + "]"
-
-
 def _error_text(value: float | None) -> str:
     return "–" if value is None else f"{value:.1e}"
 
@@ -249,7 +245,8 @@ def _plural(count: int, noun: str, nouns: str | None = None) -> str:
 
 def _result_line(result: dict[str, Any], width: int) -> str:
     line = (
-        f"{result['id']:<{width}}  {result['finish_reason']:<9}  {_tokens(result['tokens'])}  "
+        f"{result['id']:<{width}}  {result['finish_reason']:<9}  "
+        f"{format_tokens(result['tokens'])}  "
         f"drafts accepted {result['accepted']} of {result['proposed']}"
     )
     return line + (f"  error: {result['error']}" if result["error"] else "")
@@ -370,7 +367,7 @@ def _print_stage(stage: dict[str, Any]) -> None:
             f"{_plural(spec['rolled_back_positions'], 'speculative position')} rolled back"
         )
     for rollback in stage["rollbacks"]:
-        print(f"  rollback {rollback['request_id']} removed {_tokens(rollback['removed'])}")
+        print(f"  rollback {rollback['request_id']} removed {format_tokens(rollback['removed'])}")
     if stage["preemptions"] or stage["evictions"] or stage["expired"]:
         print(
             f"  pool     {_plural(stage['preemptions'], 'preemption')}, "

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 
-def _tokens(values: list[int]) -> str:
+def format_tokens(values: Sequence[int]) -> str:
+    """Token ids as the log, the CLI and exports show them: [3 14 15]."""
     return "[" + " ".join(str(v) for v in values) + "]"
 
 
-def _blocks(values: list[int]) -> str:
+def format_blocks(values: Iterable[int]) -> str:
+    """Block ids as the log, the CLI and exports show them: #2 #7."""
     return " ".join(f"#{b}" for b in values)
 
 
@@ -45,23 +48,23 @@ def describe(event: dict[str, Any]) -> str:
         )
     if kind == "commit":
         line = (
-            f"{head} commit {_tokens(event['tokens'])} accepted {event['accepted']} "
+            f"{head} commit {format_tokens(event['tokens'])} accepted {event['accepted']} "
             f"of {event['verified']} ({event['outcome']})"
         )
         if event["rolled_back_positions"]:
             line += f" · rolled back {event['rolled_back_positions']} positions"
         if event["freed_blocks"]:
-            line += f" · freed {_blocks(event['freed_blocks'])}"
+            line += f" · freed {format_blocks(event['freed_blocks'])}"
         return line
     if kind == "publish":
         return (
-            f"{head} publish {event['positions']} positions in {_blocks(event['blocks'])} "
+            f"{head} publish {event['positions']} positions in {format_blocks(event['blocks'])} "
             f"(hot until t={event['hot_until']:g}, warm until t={event['warm_until']:g})"
         )
     if kind == "evict":
         return (
             f"{head} evict {event['positions']}-position prefix ({event['reason']}), "
-            f"blocks {_blocks(event['blocks'])}"
+            f"blocks {format_blocks(event['blocks'])}"
         )
     if kind == "preempt":
         return f"{head} preempted: lost {event['lost_positions']} positions ({event['reason']})"
@@ -71,8 +74,8 @@ def describe(event: dict[str, Any]) -> str:
         line = f"{head} finished: {event['finish_reason']} after {event['generated']} tokens"
         return line + (f" ({event['error']})" if event.get("error") else "")
     if kind == "rollback":
-        freed = f" · freed {_blocks(event['freed_blocks'])}" if event["freed_blocks"] else ""
-        return f"{head} rollback: removed {_tokens(event['removed'])}{freed}"
+        freed = f" · freed {format_blocks(event['freed_blocks'])}" if event["freed_blocks"] else ""
+        return f"{head} rollback: removed {format_tokens(event['removed'])}{freed}"
     if kind == "step_aborted":
         return f"{head} round aborted by {event['error_type']}; engine restored"
     if kind == "note":

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from .describe import describe
+from .describe import describe, format_blocks, format_tokens
 
 # Pool strip: one character per block, so the strip reads the same in plain text.
 BLOCK_SYMBOLS: dict[str, tuple[str, str]] = {
@@ -35,10 +35,6 @@ VERDICT_SYMBOLS: dict[str, tuple[str, str]] = {
     "unverified": ("·", "bright_black"),
 }
 STATUS_STYLES = {"queued": "yellow", "running": "cyan", "finished": "green"}
-
-
-def _tokens(values: list[int] | tuple[int, ...]) -> str:
-    return "[" + " ".join(str(v) for v in values) + "]"
 
 
 def _percent(value: float | None) -> str:
@@ -144,7 +140,7 @@ def request_table(snapshot: dict[str, Any]) -> Table:
             drafts,
             str(len(request["blocks"])),
             request["finish_reason"] or "",
-            _tokens(request["generated"]),
+            format_tokens(request["generated"]),
         )
     return table
 
@@ -179,7 +175,7 @@ def block_map(request: dict[str, Any]) -> RenderableType:
         )
     notes = Text(f"local window: positions {low}–{high - 1}", "italic")
     if request["dropped_blocks"]:
-        dropped = " ".join(f"#{b}" for b in request["dropped_blocks"])
+        dropped = format_blocks(request["dropped_blocks"])
         notes.append(f" · speculative blocks dropped this round: {dropped}", "red")
     return Group(table, notes)
 
@@ -213,7 +209,7 @@ def draft_tree(request: dict[str, Any]) -> RenderableType:
 
 
 def commit_summary(commit: dict[str, Any]) -> str:
-    tokens = _tokens(commit["tokens"])
+    tokens = format_tokens(commit["tokens"])
     if not commit["verified"]:
         return f"committed {tokens}: the target's own next token (no draft verified)"
     ending = {
@@ -234,8 +230,8 @@ def commit_summary(commit: dict[str, Any]) -> str:
 def request_section(request: dict[str, Any]) -> Panel:
     restore = request["restore"]
     lines = Text()
-    lines.append(f"prompt {_tokens(request['prompt'])} → generated ")
-    lines.append(_tokens(request["generated"]), "bold")
+    lines.append(f"prompt {format_tokens(request['prompt'])} → generated ")
+    lines.append(format_tokens(request["generated"]), "bold")
     lines.append(f" of {request['max_tokens']}")
     if request["eos_id"] is not None:
         lines.append(f" (eos {request['eos_id']})")
@@ -267,8 +263,8 @@ def cache_table(snapshot: dict[str, Any]) -> RenderableType:
         table.add_column(column)
     for entry in snapshot["cache"]:
         table.add_row(
-            _tokens(entry["tokens"]),
-            " ".join(f"#{b}" for b in entry["blocks"]),
+            format_tokens(entry["tokens"]),
+            format_blocks(entry["blocks"]),
             entry["state"],
             f"t={entry['hot_until']:g}",
             f"t={entry['warm_until']:g}",
