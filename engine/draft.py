@@ -45,9 +45,6 @@ class DraftTree:
 
     def judge(self, verified: list[int], path: list[int], argmax: dict[int, int]) -> None:
         """Record each node's verdict and, where the target disagreed, the target's token."""
-        if len(self) == 1:  # a greedy round: only the root
-            self.selected, self.verdicts, self.target_tokens = [True], ["root"], [None]
-            return
         chosen, accepted = set(verified), set(path)
         self.selected = [i == ROOT or i in chosen for i in range(len(self))]
         self.verdicts, self.target_tokens = [], []
@@ -211,8 +208,6 @@ class Acceptance:
 
 def accept(tree: DraftTree, verified: list[int], argmax: dict[int, int], eos_id: int | None):
     """Walk from the root taking the verified child equal to the target's argmax."""
-    if not verified:  # nothing speculative to check: the target's token follows the root
-        return Acceptance([], argmax[ROOT], "bonus")
     node, path = ROOT, []
     children_of: dict[int, list[int]] = {}
     for child in verified:
