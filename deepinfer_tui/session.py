@@ -265,16 +265,7 @@ class Session:
         if fresh:
             merged = self.log()
         else:
-            pending = iter(notes[seen_notes:])
-            note = next(pending, None)
-            for index in range(seen_trace, len(trace)):
-                while note is not None and note["trace_index"] <= index:
-                    merged.append(note)
-                    note = next(pending, None)
-                merged.append(trace[index])
-            while note is not None:
-                merged.append(note)
-                note = next(pending, None)
+            _merge_into(merged, trace, seen_trace, notes[seen_notes:])
         self._merged = (merged, len(trace), len(notes))
         self._last_trace_event = trace[-1] if trace else None
         self._last_note = notes[-1] if notes else None
@@ -282,15 +273,22 @@ class Session:
 
     def log(self) -> list[Event]:
         """Engine events and session notes, in the order they happened."""
-        merged: list[Event] = []
-        notes = iter(self.notes)
-        note = next(notes, None)
-        for index, event in enumerate(self.engine.trace):
-            while note is not None and note["trace_index"] <= index:
-                merged.append(note)
-                note = next(notes, None)
-            merged.append(event)
-        while note is not None:
+        return _merge_into([], self.engine.trace, 0, self.notes)
+
+
+def _merge_into(
+    merged: list[Event], trace: list[Event], start: int, notes: list[Event]
+) -> list[Event]:
+    """Append trace[start:] and `notes` to `merged`, each note before the first trace event
+    logged after it; returns `merged`."""
+    pending = iter(notes)
+    note = next(pending, None)
+    for index in range(start, len(trace)):
+        while note is not None and note["trace_index"] <= index:
             merged.append(note)
-            note = next(notes, None)
-        return merged
+            note = next(pending, None)
+        merged.append(trace[index])
+    while note is not None:
+        merged.append(note)
+        note = next(pending, None)
+    return merged
