@@ -281,11 +281,11 @@ def run_in_stages(session: Session) -> list[tuple[list[dict[str, Any]], float]]:
     starts = [(0, session.clock.now)]
     while session.can_step():
         pending = len(session.pending_events)
-        logged = len(session.log())
+        logged = len(session.log_view())  # incremental: no full merge of the log per round
         session.step()
         applied = events[len(events) - pending : len(events) - len(session.pending_events)]
         if any(event.idle for event in applied):
-            new = session.log()[logged:]
+            new = session.log_view()[logged:]
             cut = next((i for i, e in enumerate(new) if _between_rounds(e)), len(new))
             starts.append((logged + cut, session.clock.now))
     log = session.log()
