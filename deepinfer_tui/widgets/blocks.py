@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
-from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
@@ -25,11 +24,6 @@ def _this_round(request: RequestView, tick: int) -> Mapping[str, Any] | None:
     if commit and commit.get("round") == tick:
         return commit
     return None
-
-
-def render_block_table(request: RequestView, view: View) -> Text:
-    """The selected request's block table as one text (the block map draws it line by line)."""
-    return Text("\n").join(block_table_lines(request, view))
 
 
 def block_table_lines(request: RequestView, view: View) -> list[Text]:
@@ -167,7 +161,6 @@ class BlockMap(ScrollView, can_focus=True):
         self._header = ""
         self._glyphs: tuple[Glyph, ...] = ()
         self._layout: _Layout | None = None
-        self._styles: dict[str, Style] = {}
         self._legend = pool_legend()
         # Rendered lines by content, width and style: most of them are unchanged each round.
         self._strips: LRUCache[Hashable, list[Strip]] = LRUCache(1024)
@@ -178,11 +171,6 @@ class BlockMap(ScrollView, can_focus=True):
         if self._table is None:
             self._table = Text("\n").join(self._lines)
         return self._table
-
-    @property
-    def glyphs(self) -> tuple[Glyph, ...]:
-        """The pool strip now shown: (symbol, style) per block."""
-        return self._glyphs
 
     def show(self, view: View, request_id: str | None) -> None:
         request = view.request(request_id)
@@ -277,7 +265,6 @@ class BlockMap(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._layout = None
-        self._styles.clear()
         self._strips.clear()
 
     def render_line(self, y: int) -> Strip:
@@ -289,14 +276,8 @@ class BlockMap(ScrollView, can_focus=True):
         if isinstance(row, Strip):
             return row.adjust_cell_length(layout.width, base)
         glyph_row, _ = row
-        strip = Strip(glyph_segments(self._glyphs, glyph_row, base, self._style))
+        strip = Strip(glyph_segments(self._glyphs, glyph_row, base))
         return strip.adjust_cell_length(layout.width, base)
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            style = self._styles[name] = Style.parse(name)
-        return style
 
 
 class _Layout(NamedTuple):

@@ -7,7 +7,6 @@ screen, each straight from the glyph list. Rows wrap the way Rich word-wraps the
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 from rich.segment import Segment
@@ -64,10 +63,11 @@ def glyph_rows(count: int, width: int) -> list[GlyphRow]:
     ]
 
 
-def glyph_segments(
-    glyphs: tuple[Glyph, ...], row: GlyphRow, base: Style, style_of: Callable[[str], Style]
-) -> list[Segment]:
-    """One row's segments: runs of equal style are one segment; gaps are unstyled spaces."""
+def glyph_segments(glyphs: tuple[Glyph, ...], row: GlyphRow, base: Style) -> list[Segment]:
+    """One row's segments: runs of equal style are one segment; gaps are unstyled spaces.
+
+    Style names are parsed by `Style.parse`, which Rich caches, so a repaint parses none.
+    """
     segments: list[Segment] = []
     run: list[str] = []
     run_style = ""
@@ -75,12 +75,12 @@ def glyph_segments(
         symbol, style = glyphs[index]
         gap = row.gaps and index > row.start and index % POOL_GROUP == 0
         if run and (gap or style != run_style):
-            segments.append(Segment("".join(run), base + style_of(run_style)))
+            segments.append(Segment("".join(run), base + Style.parse(run_style)))
             run = []
         if gap:
             segments.append(Segment(" ", base))
         run_style = style
         run.append(symbol)
     if run:
-        segments.append(Segment("".join(run), base + style_of(run_style)))
+        segments.append(Segment("".join(run), base + Style.parse(run_style)))
     return segments
