@@ -97,7 +97,6 @@ class TraceFile:
     models: dict[str, Any]
     operations: list[dict[str, Any]]
     events: list[dict[str, Any]]
-    tick: int | None = None
 
 
 def load_trace(path: str | Path) -> TraceFile:
@@ -156,7 +155,6 @@ def parse_trace(data: Any, source: str = "<trace>") -> TraceFile:
         tick = event.get("tick")
         if isinstance(tick, bool) or not isinstance(tick, int):
             raise fail(f"events[{index}] needs an integer tick, got {tick!r}")
-    tick = data.get("tick")
     return TraceFile(
         source=source,
         scenario=scenario,
@@ -165,7 +163,6 @@ def parse_trace(data: Any, source: str = "<trace>") -> TraceFile:
         models=data["models"],
         operations=operations,
         events=events,
-        tick=tick if isinstance(tick, int) and not isinstance(tick, bool) else None,
     )
 
 
@@ -243,13 +240,8 @@ class Replay:
             raise TraceError(f"{trace.source}: cannot rebuild its engine: {error}") from None
         self.frames: list[Frame] = [self._frame("start")]
         self.position = 0
-        self.divergence_index: int | None = None
         failure = self._execute()
         self.divergence: str | None = failure or self._compare()
-
-    @classmethod
-    def from_path(cls, path: str | Path) -> Replay:
-        return cls(load_trace(path))
 
     # -- navigation --------------------------------------------------------------------------
 
@@ -324,11 +316,9 @@ class Replay:
         expected = self.trace.events
         for index, (want, have) in enumerate(zip(expected, got)):
             if want != have:
-                self.divergence_index = index
                 return f"event {index}: {_difference(want, have)}"
         if len(got) != len(expected):
             index = min(len(got), len(expected))
-            self.divergence_index = index
             if len(got) < len(expected):
                 return (
                     f"event {index}: expected {_safe_describe(expected[index])!r}, but "
