@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -194,7 +195,7 @@ class Frame:
 
     label: str
     snapshot: dict[str, Any]
-    log: list[dict[str, Any]] = field(default_factory=list)
+    log: Sequence[dict[str, Any]]  # a fixed-length view: frames share one merged log, no copies
 
 
 def _safe_describe(event: Any) -> str:
@@ -276,7 +277,7 @@ class Replay:
     def _frame(self, label: str, snapshot: dict[str, Any] | None = None) -> Frame:
         if snapshot is None:
             snapshot = self.session.snapshot()
-        return Frame(label=label, snapshot=snapshot, log=self.session.log())
+        return Frame(label=label, snapshot=snapshot, log=self.session.log_view())
 
     def _execute(self) -> str | None:
         for index, operation in enumerate(self.trace.operations):
