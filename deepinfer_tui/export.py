@@ -121,6 +121,7 @@ INSTANT_OFFSETS = {
     "step_aborted": 999,
 }
 ENGINE_TID = 0
+PID = 1  # one process: the session
 
 
 def round_metrics(session: Session) -> dict[int, dict[str, Any]]:
@@ -160,54 +161,14 @@ def perfetto_trace(session: Session) -> dict[str, Any]:
         request_id = event.get("request_id")
         if request_id and request_id not in threads:
             threads[request_id] = len(threads) + 1
-    pid = 1
-    events: list[dict[str, Any]] = [
-        {
-            "ph": "M",
-            "name": "process_name",
-            "pid": pid,
-            "tid": ENGINE_TID,
-            "ts": 0,
-            "args": {"name": f"deepinfer-tui · {session.scenario.name}"},
-        },
-        {
-            "ph": "M",
-            "name": "thread_name",
-            "pid": pid,
-            "tid": ENGINE_TID,
-            "ts": 0,
-            "args": {"name": "engine"},
-        },
-        {
-            "ph": "M",
-            "name": "thread_sort_index",
-            "pid": pid,
-            "tid": ENGINE_TID,
-            "ts": 0,
-            "args": {"sort_index": 0},
-        },
+    events = [
+        _metadata("process_name", ENGINE_TID, {"name": f"deepinfer-tui · {session.scenario.name}"}),
+        _metadata("thread_name", ENGINE_TID, {"name": "engine"}),
+        _metadata("thread_sort_index", ENGINE_TID, {"sort_index": 0}),
     ]
     for request_id, tid in threads.items():
-        events.append(
-            {
-                "ph": "M",
-                "name": "thread_name",
-                "pid": pid,
-                "tid": tid,
-                "ts": 0,
-                "args": {"name": request_id},
-            }
-        )
-        events.append(
-            {
-                "ph": "M",
-                "name": "thread_sort_index",
-                "pid": pid,
-                "tid": tid,
-                "ts": 0,
-                "args": {"sort_index": tid},
-            }
-        )
+        events.append(_metadata("thread_name", tid, {"name": request_id}))
+        events.append(_metadata("thread_sort_index", tid, {"sort_index": tid}))
 
     # Per round: which phases each request went through, and the round's details.
     rounds: dict[int, dict[str, dict[str, dict[str, Any]]]] = {}
@@ -278,7 +239,7 @@ def perfetto_trace(session: Session) -> dict[str, Any]:
                 "s": "t",
                 "name": name,
                 "cat": kind,
-                "pid": pid,
+                "pid": PID,
                 "tid": tid,
                 "ts": max(0, ts),
                 "args": args,
@@ -325,7 +286,7 @@ def _slice(
         "ph": "X",
         "name": name,
         "cat": category,
-        "pid": 1,
+        "pid": PID,
         "tid": tid,
         "ts": ts,
         "dur": dur,
@@ -334,7 +295,12 @@ def _slice(
 
 
 def _counter(name: str, ts: int, values: dict[str, float]) -> dict[str, Any]:
-    return {"ph": "C", "name": name, "pid": 1, "tid": ENGINE_TID, "ts": ts, "args": values}
+    return {"ph": "C", "name": name, "pid": PID, "tid": ENGINE_TID, "ts": ts, "args": values}
+
+
+def _metadata(name: str, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    """A process or thread naming/ordering record (Chrome trace-event phase "M")."""
+    return {"ph": "M", "name": name, "pid": PID, "tid": tid, "ts": 0, "args": args}
 
 
 def _phase_args(event: dict[str, Any]) -> dict[str, Any]:
