@@ -82,9 +82,9 @@ def summarise_steps(steps: Sequence[StepRecord]) -> dict[str, Any]:
         "committed_tokens": committed,
         "tokens_per_second": committed / seconds if seconds > 0 else None,
         "rounds_per_second": len(steps) / seconds if seconds > 0 else None,
-        "step_mean_ms": _ms(mean(latencies)),
-        "step_p95_ms": _ms(percentile(latencies, 0.95)),
-        "step_max_ms": _ms(max(latencies) if latencies else None),
+        "step_mean_ms": milliseconds(mean(latencies)),
+        "step_p95_ms": milliseconds(percentile(latencies, 0.95)),
+        "step_max_ms": milliseconds(max(latencies) if latencies else None),
         "tokens_per_round": committed / len(steps) if steps else None,
         "draft_tokens_verified": verified,
         "draft_tokens_accepted": accepted,
@@ -92,7 +92,7 @@ def summarise_steps(steps: Sequence[StepRecord]) -> dict[str, Any]:
     }
 
 
-def _ms(seconds: float | None) -> float | None:
+def milliseconds(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from engines import DRAFT_SEED, MODEL_SHAPE, TARGET_SEED
-from measure import mean, percentile
+from measure import mean, milliseconds, percentile
 from workloads import TuiShape, random_prompts
 
 WARM_UP_PRESSES = 2
@@ -79,12 +79,12 @@ def run_tui(shape: TuiShape) -> dict[str, Any]:
         "warm_up_presses": WARM_UP_PRESSES,
         "method": "App.simulate_key('space') -> frame painted (display hook, terminal output "
         "rendered); settled = last frame before 100 ms without frames",
-        "latency_mean_ms": _ms(mean(settled)),
-        "latency_p50_ms": _ms(percentile(settled, 0.50)),
-        "latency_p95_ms": _ms(percentile(settled, 0.95)),
-        "latency_max_ms": _ms(max(settled) if settled else None),
-        "first_frame_p50_ms": _ms(percentile(first, 0.50)),
-        "first_frame_p95_ms": _ms(percentile(first, 0.95)),
+        "latency_mean_ms": milliseconds(mean(settled)),
+        "latency_p50_ms": milliseconds(percentile(settled, 0.50)),
+        "latency_p95_ms": milliseconds(percentile(settled, 0.95)),
+        "latency_max_ms": milliseconds(max(settled) if settled else None),
+        "first_frame_p50_ms": milliseconds(percentile(first, 0.50)),
+        "first_frame_p95_ms": milliseconds(percentile(first, 0.95)),
         "frames_per_press_max": max(timings["frames"]) if timings["frames"] else None,
         "active_requests_at_end": metrics["requests"]["running"] + metrics["requests"]["queued"],
         "screen_size": list(SCREEN_SIZE),
@@ -146,7 +146,3 @@ async def _press_and_time(app: Any, session: Any, shape: TuiShape) -> dict[str, 
                 settled.append(watch.frames[-1] - started)
                 frames_per_press.append(len(watch.frames))
     return {"first": first, "settled": settled, "frames": frames_per_press}
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * 1000.0
