@@ -31,7 +31,6 @@ class StepRecord:
     committed: int  # tokens committed this round, all requests together
     accepted: int  # draft tokens the target accepted
     verified: int  # draft tokens the target checked
-    requests: int  # requests that committed this round
     transient_bytes: int | None = None  # traced peak during the step minus memory before it
     traced_bytes: int | None = None  # traced memory after the step (above the run's baseline)
 
@@ -46,10 +45,6 @@ class RunRecord:
     truncated: str | None = None  # why the run stopped early, if it did
     rss_peak_delta_bytes: int | None = None
     traced_peak_bytes: int | None = None
-
-    @property
-    def seconds(self) -> float:
-        return sum(s.seconds for s in self.steps)
 
     @property
     def committed(self) -> int:
@@ -208,5 +203,4 @@ def _step_record(events: list[Event], seconds: float, verified_key: str) -> Step
         committed=sum(len(e.get("tokens", ())) for e in commits),
         accepted=sum(int(e.get("accepted", 0)) for e in commits),
         verified=sum(int(e.get(verified_key, 0)) for e in commits),
-        requests=len(commits),
     )

@@ -124,18 +124,11 @@ def run_batch(
     prompts = random_prompts(shape.requests, shape.prompt_tokens, seed=1)
     runs = []
     for _ in range(max(1, repeat)):
-        record, engine = drive(
-            partial(adapter.build, spec),
-            prompts,
-            shape.new_tokens,
-            verified_key=adapter.verified_key,
-            time_limit=time_limit,
-            trace_memory=trace_memory,
+        runs.append(
+            _drive(adapter, spec, prompts, shape.new_tokens, time_limit, trace_memory=trace_memory)
         )
-        runs.append((record, engine))
     if trace_memory:
-        record, engine = runs[0]
-        return _memory_summary(record)
+        return _memory_summary(runs[0][0])
     # The median run by throughput: one slow outlier (another process on a 2-core machine)
     # neither wins nor loses the comparison.
     ranked = sorted(runs, key=lambda pair: summarise_steps(pair[0].steps)["tokens_per_second"] or 0)
@@ -222,13 +215,8 @@ def run_long(
             prompt = random_prompts(1, length, seed=1000 + length)
             runs = []
             for _ in range(1 if trace_memory else max(1, repeat)):
-                record, engine = drive(
-                    partial(adapter.build, spec),
-                    prompt,
-                    new_tokens,
-                    verified_key=adapter.verified_key,
-                    time_limit=time_limit,
-                    trace_memory=trace_memory,
+                record, engine = _drive(
+                    adapter, spec, prompt, new_tokens, time_limit, trace_memory=trace_memory
                 )
                 runs.append(record)
             if trace_memory:
@@ -299,19 +287,27 @@ def warm_up(adapter: EngineUnderTest, tuning: Tuning) -> None:
     thread pool, which starts on the first matrix product large enough to be split."""
     for speculative in (True, False):
         shape = BatchShape(requests=4, prompt_tokens=24, new_tokens=8, speculative=speculative)
-        spec = batch_spec(shape, tuning)
-        drive(
-            partial(adapter.build, spec),
-            random_prompts(4, 24, seed=99),
-            8,
-            verified_key=adapter.verified_key,
-            time_limit=30.0,
-        )
+        _drive(adapter, batch_spec(shape, tuning), random_prompts(4, 24, seed=99), 8, 30.0)
         long_shape = LongShape(lengths=(512,), new_tokens=4)
-        drive(
-            partial(adapter.build, long_spec(512, long_shape, speculative, tuning)),
-            random_prompts(1, 512, seed=98),
-            4,
-            verified_key=adapter.verified_key,
-            time_limit=30.0,
-        )
+        long = long_spec(512, long_shape, speculative, tuning)
+        _drive(adapter, long, random_prompts(1, 512, seed=98), 4, 30.0)
+
+
+def _drive(
+    adapter: EngineUnderTest,
+    spec: EngineSpec,
+    prompts: list[list[int]],
+    new_tokens: int,
+    time_limit: float,
+    *,
+    trace_memory: bool = False,
+) -> tuple[RunRecord, Any]:
+    """measure.drive() on a fresh engine the adapter builds for `spec`."""
+    return drive(
+        partial(adapter.build, spec),
+        prompts,
+        new_tokens,
+        verified_key=adapter.verified_key,
+        time_limit=time_limit,
+        trace_memory=trace_memory,
+    )
