@@ -305,6 +305,8 @@ class _Layout(NamedTuple):
         return self.legend[index] if index < len(self.legend) else None
 
 
-_SEPARATOR = [Strip.blank(0)]
+# An empty strip, not Strip.blank(0): that holds an unstyled segment, which the NO_COLOR
+# filter cannot read (it needs a style on every segment).
+_SEPARATOR = [Strip([])]
 # A row of the map: a rendered line, a strip row with its glyphs, or nothing (past the end).
 Row = Strip | tuple[GlyphRow, tuple[Glyph, ...]] | None
