@@ -181,12 +181,12 @@ class DebuggerApp(App[None]):
         session: Session,
         *,
         export_dir: Path | None = None,
-        replay: object | None = None,
+        replay: ReplayLike | None = None,
     ) -> None:
         super().__init__()
         self._session = session
         self.export_dir = Path(export_dir) if export_dir is not None else DEFAULT_EXPORT_DIR
-        self.replay: ReplayLike | None = replay  # type: ignore[assignment]
+        self.replay = replay
         self.selected_id: str | None = None
         self.filter_log = False
         self._auto_timer: Timer | None = None
@@ -264,7 +264,7 @@ class DebuggerApp(App[None]):
                 index=self.replay.position,
                 count=len(self.replay.frames),
                 label=frame.label,
-                divergence=getattr(self.replay, "divergence", None),
+                divergence=self.replay.divergence,
             )
             return View(frame.snapshot, frame.log, replay=position)
         return View(
@@ -310,17 +310,24 @@ class DebuggerApp(App[None]):
         """True while a screen other than the debugger (or the command palette) is on top."""
         return len(self.screen_stack) > 1 and not isinstance(self.screen, CommandPalette)
 
+    def _in_this_mode(self, action: str) -> bool:
+        """False for the keys of the other mode: replay stepping live, mutations in a replay."""
+        if action in REPLAY_ONLY:
+            return self.replay is not None
+        if action in MUTATING:
+            return self.replay is None
+        return True
+
     def _availability(self, action: str) -> bool | None:
         """True: can act; None: could, but not now (dimmed); False: not in this mode."""
+        if not self._in_this_mode(action):
+            return False
         if action in REPLAY_ONLY:
-            if self.replay is None:
-                return False
+            assert self.replay is not None
             if action == "frame_forward":
                 return True if self.replay.position < len(self.replay.frames) - 1 else None
             return True if self.replay.position > 0 else None
         if action in MUTATING:
-            if self.replay is not None:
-                return False
             if self._exporting:
                 return None
             return True if self._can(action) else None
@@ -359,12 +366,12 @@ class DebuggerApp(App[None]):
     def _mutate(self, operation: Callable[[], object]) -> bool:
         """Run one session operation; an engine refusal becomes a notification."""
         self._pause_gc_until_painted()
+        done = False
         try:
             operation()
+            done = True
         except ENGINE_ERRORS as error:
             self.notify(_message(error), title="Not done", severity="error")
-            self.refresh_view()
-            return False
         except Exception as error:  # the engine restores itself; the debugger must stay up
             self.notify(
                 f"{type(error).__name__}: {_message(error)}",
@@ -372,10 +379,8 @@ class DebuggerApp(App[None]):
                 severity="error",
                 timeout=15,
             )
-            self.refresh_view()
-            return False
         self.refresh_view()
-        return True
+        return done
 
     def action_step(self) -> None:
         self._mutate(self._session.step)
@@ -522,35 +527,35 @@ class DebuggerApp(App[None]):
 
     # -- help and command palette -------------------------------------------------------------
 
-    def _described_bindings(self) -> list[Binding]:
-        return [b for b in self.BINDINGS if isinstance(b, Binding) and b.description]
+    def _bindings_of_this_mode(self) -> list[Binding]:
+        """The described bindings, without the other mode's (live vs replay)."""
+        return [
+            binding
+            for binding in self.BINDINGS
+            if isinstance(binding, Binding)
+            and binding.description
+            and self._in_this_mode(binding.action)
+        ]
 
     def key_help(self) -> list[KeyHelp]:
-        rows = []
-        for binding in self._described_bindings():
-            if binding.action in REPLAY_ONLY and self.replay is None:
-                continue
-            if binding.action in MUTATING and self.replay is not None:
-                continue
-            rows.append(KeyHelp(_key_label(binding.key), binding.description, binding.tooltip))
+        rows = [
+            KeyHelp(_key_label(binding.key), binding.description, binding.tooltip)
+            for binding in self._bindings_of_this_mode()
+        ]
         rows.append(KeyHelp("ctrl+p", "palette", "Every action, searchable"))
         rows.append(KeyHelp("↑ ↓", "select", "Move the request cursor (tab moves between panes)"))
         return rows
 
     def palette_actions(self) -> list[PaletteAction]:
-        entries = []
-        for binding in self._described_bindings():
-            if self._availability(binding.action) is False:
-                continue  # not part of this mode at all (live vs replay)
-            entries.append(
-                PaletteAction(
-                    binding.action,
-                    binding.tooltip or binding.description,
-                    _key_label(binding.key),
-                    binding.description,
-                )
+        return [
+            PaletteAction(
+                binding.action,
+                binding.tooltip or binding.description,
+                _key_label(binding.key),
+                binding.description,
             )
-        return entries
+            for binding in self._bindings_of_this_mode()
+        ]
 
     def run_palette_action(self, action: str) -> None:
         # Deferred: the palette is still closing when its command is called.
