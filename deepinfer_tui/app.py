@@ -23,6 +23,7 @@ from textual.worker import Worker, WorkerState
 from engine import Engine
 
 from .commands import DebuggerCommands, PaletteAction
+from .export import export_all, write_atomically
 from .screens.add_request import AddRequestScreen
 from .screens.help import HelpScreen, KeyHelp
 from .screens.rollback import RollbackScreen
@@ -487,9 +488,6 @@ class DebuggerApp(App[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="export", group="export")
     def _export(self, directory: Path) -> list[Path]:
-        # Imported here: the export module is optional for the interactive app.
-        from .export import export_all
-
         return export_all(self._session, directory)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -511,16 +509,13 @@ class DebuggerApp(App[None]):
         scenario = snapshot.get("session", {}).get("scenario", "session")
         name = f"{scenario}-tick{self.view.tick:04d}-screen.svg"
         target = self.export_dir / name
-        temporary = target.with_name(f".{name}.tmp")
         try:
             svg = self.export_screenshot(
                 title=f"deepinfer-tui · {scenario} · tick {self.view.tick}"
             )
             self.export_dir.mkdir(parents=True, exist_ok=True)
-            temporary.write_text(svg, encoding="utf-8")
-            temporary.replace(target)
+            write_atomically({target: svg})
         except OSError as error:
-            temporary.unlink(missing_ok=True)
             self.notify(f"Screenshot failed: {error}", severity="error")
             return
         self.notify(f"Screenshot saved: {target}", title="Screenshot")

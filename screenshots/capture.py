@@ -18,6 +18,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 from deepinfer_tui.app import DebuggerApp  # noqa: E402
+from deepinfer_tui.export import write_atomically  # noqa: E402
 from deepinfer_tui.scenario import default_scenario  # noqa: E402
 from deepinfer_tui.session import Session  # noqa: E402
 from deepinfer_tui.tour import SHOTS, Moment  # noqa: E402
@@ -31,9 +32,7 @@ async def capture(name: str, moment: Moment, size: tuple[int, int], out: Path) -
         await pilot.pause()
         svg = app.export_screenshot(title=f"deepinfer-tui · {name}")
     target = out / f"{name}.svg"
-    temporary = target.with_name(f".{target.name}.tmp")
-    temporary.write_text(svg, encoding="utf-8")
-    temporary.replace(target)
+    write_atomically({target: svg})
     return target
 
 
