@@ -3,7 +3,7 @@ act right now."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
@@ -38,7 +38,8 @@ class DebuggerCommands(Provider):
             return app  # type: ignore[return-value]
         return None
 
-    def _entries(self) -> list[tuple[str, str, PaletteAction]]:
+    def _entries(self) -> list[tuple[str, str, Callable[[], None]]]:
+        """(text, help, run) per action; none when the app is not the debugger."""
         host = self._host()
         if host is None:
             return []
@@ -46,27 +47,16 @@ class DebuggerCommands(Provider):
         for entry in host.palette_actions():
             state = "" if host.action_available(entry.action) else " (not available now)"
             text = f"{entry.title} [{entry.keys}]{state}"
-            entries.append((text, entry.detail, entry))
+            entries.append((text, entry.detail, partial(host.run_palette_action, entry.action)))
         return entries
 
     async def discover(self) -> Hits:
-        host = self._host()
-        if host is None:
-            return
-        for text, detail, entry in self._entries():
-            yield DiscoveryHit(text, partial(host.run_palette_action, entry.action), help=detail)
+        for text, detail, run in self._entries():
+            yield DiscoveryHit(text, run, help=detail)
 
     async def search(self, query: str) -> Hits:
-        host = self._host()
-        if host is None:
-            return
         matcher = self.matcher(query)
-        for text, detail, entry in self._entries():
+        for text, detail, run in self._entries():
             score = max(matcher.match(text), matcher.match(detail) * 0.5)
             if score > 0:
-                yield Hit(
-                    score,
-                    matcher.highlight(text),
-                    partial(host.run_palette_action, entry.action),
-                    help=detail,
-                )
+                yield Hit(score, matcher.highlight(text), run, help=detail)
