@@ -6,7 +6,7 @@ through these functions.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from textual.pilot import Pilot
@@ -29,27 +29,28 @@ async def select(pilot: Pilot[None], request_id: str) -> None:
 
 
 async def step_until(
-    pilot: Pilot[None], reached: Callable[[dict[str, Any], int], bool]
-) -> dict[str, Any]:
+    pilot: Pilot[None], reached: Callable[[Mapping[str, Any], int], bool]
+) -> Mapping[str, Any]:
     """Press space until `reached(request_view, tick)` holds for some request; return it."""
     app = pilot.app
     assert isinstance(app, DebuggerApp)
     while app.session.can_step():
         await pilot.press("space")
-        for request in app.session.snapshot()["requests"]:
-            if reached(request, app.engine.tick):
+        view = app.view  # what the keypress put on screen
+        for request in view.snapshot["requests"]:
+            if reached(request, view.tick):
                 return request
     raise RuntimeError("the scenario never reached the moment asked for")
 
 
-def rejected_this_round(request: dict[str, Any], tick: int) -> bool:
+def rejected_this_round(request: Mapping[str, Any], tick: int) -> bool:
     tree = request["tree"]
     if not tree or tree["round"] != tick:
         return False
     return any(node["verdict"] == "rejected" for node in tree["nodes"])
 
 
-def warm_restore(request: dict[str, Any], tick: int) -> bool:
+def warm_restore(request: Mapping[str, Any], tick: int) -> bool:
     restore = request["restore"]
     return restore is not None and restore["cache"] == "warm"
 
@@ -66,7 +67,9 @@ async def speculation(pilot: Pilot[None]) -> None:
 async def cancel(pilot: Pilot[None]) -> None:
     """One round in, the first queued request is selected and cancelled with `c`."""
     await pilot.press("space")
-    queued = [r for r in pilot.app.session.snapshot()["requests"] if r["status"] == "queued"]
+    app = pilot.app
+    assert isinstance(app, DebuggerApp)
+    queued = [r for r in app.view.snapshot["requests"] if r["status"] == "queued"]
     await select(pilot, queued[0]["id"])
     await pilot.press("c")
 
