@@ -47,10 +47,6 @@ class GuideScreen(Screen[None]):
         # Validate now: a bad chapter or language is a programming error at the call site.
         self.chapter: Chapter = read_chapter(chapter, lang)
 
-    @property
-    def lang(self) -> str:
-        return self.chapter.lang
-
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="guide-body"):
