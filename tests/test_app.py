@@ -21,7 +21,7 @@ from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar
-from deepinfer_tui.widgets.legend import BLOCK_MARKS
+from deepinfer_tui.widgets.legend import BLOCK_MARKS, STATUS_MARKS
 from deepinfer_tui.widgets.view import View
 
 SIZE = (120, 40)
@@ -713,3 +713,26 @@ async def test_an_engine_refusal_becomes_a_notification() -> None:
         assert app.is_running and app.engine.tick == 0
         (notification,) = app._notifications
         assert notification.severity == "error" and "undo" in notification.message
+
+
+async def test_without_colour_every_state_still_reads_from_its_symbol(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NO_COLOR: each request's row shows its state's symbol and word, and the block states
+    a person must tell apart have different symbols."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.no_color
+        await pilot.press("space", "space", "space")
+        await pilot.pause()
+        table = app.query_one(RequestTable)
+        rows = ["".join(s.text for s in line) for line in drawn_table(table)]
+        requests = app.session.snapshot()["requests"]
+        assert {r["status"] for r in requests} >= {"running", "finished"}
+        for request in requests:
+            state = request["finish_reason"] or request["status"]
+            row = next(row for row in rows if request["id"] in row)
+            assert STATUS_MARKS[state].symbol in row, (state, row)
+        block_symbols = [mark.symbol for mark in BLOCK_MARKS.values()]
+        assert len(set(block_symbols)) == len(block_symbols)
