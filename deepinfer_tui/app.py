@@ -23,6 +23,7 @@ from textual.worker import Worker, WorkerState
 from engine import Engine
 
 from .commands import DebuggerCommands, PaletteAction
+from .describe import error_message
 from .export import export_all, write_atomically
 from .screens.add_request import AddRequestScreen
 from .screens.help import HelpScreen, KeyHelp
@@ -92,13 +93,6 @@ ENGINE_ERRORS = (ValueError, KeyError, RuntimeError)
 def _key_label(keys: str) -> str:
     names = {"question_mark": "?", "backspace": "⌫"}
     return " ".join(names.get(k.strip(), k.strip()) for k in keys.split(","))
-
-
-def _message(error: BaseException) -> str:
-    # KeyError's str() wraps its message in quotes; show the message itself.
-    if isinstance(error, KeyError) and error.args:
-        return str(error.args[0])
-    return str(error) or type(error).__name__
 
 
 class DebuggerApp(App[None]):
@@ -372,10 +366,10 @@ class DebuggerApp(App[None]):
             operation()
             done = True
         except ENGINE_ERRORS as error:
-            self.notify(_message(error), title="Not done", severity="error")
+            self.notify(error_message(error), title="Not done", severity="error")
         except Exception as error:  # the engine restores itself; the debugger must stay up
             self.notify(
-                f"{type(error).__name__}: {_message(error)}",
+                f"{type(error).__name__}: {error_message(error)}",
                 title="Engine failure (state restored)",
                 severity="error",
                 timeout=15,
@@ -498,7 +492,7 @@ class DebuggerApp(App[None]):
             self.notify(f"Wrote {len(paths)} file(s):\n{listing}", title="Exported")
         elif event.state == WorkerState.ERROR:
             error = event.worker.error
-            reason = _message(error) if error is not None else "unknown error"
+            reason = error_message(error) if error is not None else "unknown error"
             self.notify(f"Export failed: {reason}", title="Export", severity="error")
         self._refresh_bindings_if_changed()
 

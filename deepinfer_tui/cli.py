@@ -37,7 +37,7 @@ import numpy as np
 from engine import EngineConfig, TinyModel, greedy_generate
 
 from . import __version__
-from .describe import describe, format_tokens
+from .describe import describe, error_message, format_tokens
 from .export import ALL_FORMATS, export_all, parse_formats
 from .jsonfile import read_json
 from .replay import Replay, TraceError, load_trace
@@ -146,15 +146,10 @@ def _session(scenario: Scenario, where: str | None = None) -> Session:
     try:
         return Session(scenario)
     except (ValueError, KeyError) as error:
-        raise UsageError(f"{where or scenario.source}: {_message(error)}") from None
+        raise UsageError(f"{where or scenario.source}: {error_message(error)}") from None
 
 
 # -- shared reporting ----------------------------------------------------------------------------
-
-
-def _message(error: BaseException) -> str:
-    text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
-    return " ".join(text.split())  # one line, whatever the message held
 
 
 def _print_json(data: Any) -> None:
@@ -727,7 +722,7 @@ def cmd_guide(args: argparse.Namespace) -> int:
     try:
         chapter = guide.read_chapter(args.chapter, args.lang)
     except (KeyError, ValueError) as error:
-        raise UsageError(f"{PROG} guide: {_message(error)}") from None
+        raise UsageError(f"{PROG} guide: {error_message(error)}") from None
     if args.json:
         _print_json({"command": "guide", **dataclasses.asdict(chapter)})
     else:
@@ -747,7 +742,7 @@ def _run_app(session: Session, *, export_dir: Path, replay: Replay | None = None
     try:
         from .app import DebuggerApp
     except ImportError as error:
-        print(f"{PROG}: the debugger app cannot start: {_message(error)}", file=sys.stderr)
+        print(f"{PROG}: the debugger app cannot start: {error_message(error)}", file=sys.stderr)
         return 1
     app = DebuggerApp(session, export_dir=export_dir, replay=replay)
     app.run()
@@ -997,13 +992,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except (UsageError, ScenarioError, TraceError, ValueError, OSError) as error:
-        return _fail(_message(error), where)
+        return _fail(error_message(error), where)
     except Exception as error:
         if os.environ.get("DEEPINFER_TUI_TRACEBACK"):
             raise
         print(
-            f"{where}: internal error: {type(error).__name__}: {_message(error)} (a bug; rerun "
-            "with DEEPINFER_TUI_TRACEBACK=1 to see where, and please report it)",
+            f"{where}: internal error: {type(error).__name__}: {error_message(error)} "
+            "(a bug; rerun with DEEPINFER_TUI_TRACEBACK=1 to see where, and please report it)",
             file=sys.stderr,
         )
         return 1

@@ -81,3 +81,10 @@ def describe(event: dict[str, Any]) -> str:
     if kind == "note":
         return f"{head} · {event['text']}"
     return f"{head} {kind}"
+
+
+def error_message(error: BaseException) -> str:
+    """What an error says, on one line, for a person: KeyError's str() wraps its message in
+    quotes, so its argument is shown instead; an empty message falls back to the type."""
+    text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+    return " ".join(text.split()) or type(error).__name__

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from ..describe import error_message
 from .parsing import parse_int, parse_optional_int, parse_tokens
 
 # Called with (prompt, max_tokens, eos_id); returns the new request id or raises ValueError.
@@ -69,7 +70,7 @@ class AddRequestScreen(ModalScreen[str | None]):
             eos_id = parse_optional_int(self.query_one("#eos", Input).value, "EOS token id")
             request_id = self._submit(prompt, max_tokens, eos_id)
         except (ValueError, KeyError) as error:
-            self._show_error(str(error))
+            self._show_error(error_message(error))
             return
         self.dismiss(request_id)
 

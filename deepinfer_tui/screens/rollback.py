@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
+from ..describe import error_message
 from .parsing import parse_int
 
 # Called with the token count; returns the removed tokens or raises ValueError/KeyError.
@@ -54,7 +55,7 @@ class RollbackScreen(ModalScreen[list[int] | None]):
             count = parse_int(self.query_one("#count", Input).value, "the count", minimum=1)
             removed = self._rollback(count)
         except (ValueError, KeyError) as error:
-            self.query_one("#form-error", Static).update(f"✗ {error}")
+            self.query_one("#form-error", Static).update(f"✗ {error_message(error)}")
             self.app.bell()
             return
         self.dismiss(removed)
