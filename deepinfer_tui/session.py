@@ -78,6 +78,9 @@ class Session:
         self._marks: deque[_Mark] = deque()
         # The merged log kept between calls of log_view(): (events, trace seen, notes seen).
         self._merged: tuple[list[Event], int, int] = ([], 0, 0)
+        # The last trace event and note that merge saw: if undo replaced them, start afresh.
+        self._last_trace_event: Event | None = None
+        self._last_note: Event | None = None
         self._apply_due()
 
     # -- what can happen now ------------------------------------------------------------------
