@@ -833,18 +833,10 @@ class Engine:
         return [plan for plan in plans if id(plan.request) in reserved]
 
     def _copies_needed(self, request: Request) -> list[int]:
-        """Indices of the request's blocks whose later rows it will write but someone else
-        (another holder, a cache entry, the undo history) may read: copy them first."""
-        size = self.config.block_size
-        table = request.table
+        """Indices of the request's blocks whose later rows it will write but someone else may
+        read: copy them first."""
         firsts = {role: cursor[1] for role, cursor in request.cursors.items()}
-        return [
-            index
-            for index in range(min(firsts.values()) // size, len(table))
-            if self.pool.must_copy(
-                table[index], {role: max(0, at - index * size) for role, at in firsts.items()}
-            )
-        ]
+        return self.pool.blocks_to_copy(request.table, firsts)
 
     def _blocks_for(self, request: Request, copies: list[int], nodes: int) -> tuple[int, list[int]]:
         """Blocks to take for `nodes` speculative rows after the pending one, and which of the
@@ -857,23 +849,27 @@ class Engine:
         """Get blocks for the plan's rows, shrinking its speculation to fit; False = deferred."""
         request = plan.request
         copies = self._copies_needed(request)
-        count, shared = self._blocks_for(request, copies, 0)
-        if count > self.pool.free_count():
-            if not self._make_room(count, reserved):
-                if request.admitted:  # not preempted itself: wait at the front of the queue
-                    self._queue.appendleft(request.request_id)
-                    self._emit(
-                        "deferred",
-                        request.request_id,
-                        reason=f"needs {count} free blocks; space freed now is usable next round",
-                    )
-                return False
-            copies = self._copies_needed(request)  # making room may have dropped holders
         count, shared = self._blocks_for(request, copies, len(plan.selected))
         free = self.pool.free_count()
-        while plan.selected and count > free:
-            plan.selected.pop()  # the deepest, most recently ranked node: still prefix-closed
-            count, shared = self._blocks_for(request, copies, len(plan.selected))
+        if count > free:
+            main, _ = self._blocks_for(request, copies, 0)  # the pending position alone
+            if main > free:
+                if not self._make_room(main, reserved):
+                    if request.admitted:  # not preempted itself: wait at the front of the queue
+                        self._queue.appendleft(request.request_id)
+                        self._emit(
+                            "deferred",
+                            request.request_id,
+                            reason=f"needs {main} free blocks; "
+                            "space freed now is usable next round",
+                        )
+                    return False
+                copies = self._copies_needed(request)  # making room may have dropped holders
+                free = self.pool.free_count()
+                count, shared = self._blocks_for(request, copies, len(plan.selected))
+            while plan.selected and count > free:
+                plan.selected.pop()  # the deepest, most recently ranked node: still prefix-closed
+                count, shared = self._blocks_for(request, copies, len(plan.selected))
         fresh = self.pool.allocate(count)
         size = self.config.block_size
         for index in shared:

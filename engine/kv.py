@@ -138,14 +138,19 @@ class BlockPool:
             block = table[index]
             marks[block] = max(marks[block], min(size, stop - index * size))
 
-    def must_copy(self, block: int, first_offsets: dict[str, int]) -> bool:
-        """Writing each model's rows from its offset on into `block` would change rows that
-        someone (another holder, a cache entry, the undo history) may read."""
-        if self.refcount[block] > 1:
-            return True
-        return any(
-            self.sealed[self.roles[role], block] > offset for role, offset in first_offsets.items()
-        )
+    def blocks_to_copy(self, table: list[int], firsts: dict[str, int]) -> list[int]:
+        """Indices of the table's blocks where writing each model's rows from position
+        `firsts[role]` on would change rows someone else (another holder, a cache entry, the
+        undo history) may read."""
+        size = self.block_size
+        marks = [(self.sealed[self.roles[role]], first) for role, first in firsts.items()]
+        refcount = self.refcount
+        return [
+            index
+            for index in range(min(firsts.values()) // size, len(table))
+            if refcount[table[index]] > 1
+            or any(mark[table[index]] > max(0, first - index * size) for mark, first in marks)
+        ]
 
     def give_back(self, blocks: list[int]) -> None:
         """Return retained blocks (refcount 0) to the free list."""
