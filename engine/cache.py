@@ -10,13 +10,16 @@ identities and the recovery layout, so changed weights or a bounded layout never
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
-@dataclass
+@dataclass(frozen=True)
 class CacheEntry:
+    """Immutable, so a checkpoint shares entries instead of copying them (a refresh replaces
+    its entry)."""
+
     tokens: tuple[int, ...]
-    blocks: list[int]
+    blocks: tuple[int, ...]
     key: str  # models + layout this entry's rows belong to
     hot_until: float
     warm_until: float
@@ -47,15 +50,7 @@ class PrefixCache:
 
     def copy(self) -> PrefixCache:
         other = PrefixCache(capacity=self.capacity)
-        other.entries = OrderedDict(
-            (
-                k,
-                CacheEntry(
-                    e.tokens, list(e.blocks), e.key, e.hot_until, e.warm_until, e.published_at
-                ),
-            )
-            for k, e in self.items()
-        )
+        other.entries = OrderedDict(self.entries)
         return other
 
     def items(self) -> list[tuple[tuple[str, tuple[int, ...]], CacheEntry]]:
@@ -72,15 +67,18 @@ class PrefixCache:
         index = (key, tokens)
         existing = self.entries.get(index)
         if existing is not None:
-            existing.hot_until = now + state_ttl
-            existing.warm_until = now + prefix_ttl
-            existing.published_at = now
+            self.entries[index] = replace(
+                existing,
+                hot_until=now + state_ttl,
+                warm_until=now + prefix_ttl,
+                published_at=now,
+            )
             self.entries.move_to_end(index)
             return None, None
         evicted = None
         if len(self.entries) >= self.capacity:
             _, evicted = self.entries.popitem(last=False)
-        entry = CacheEntry(tokens, list(blocks), key, now + state_ttl, now + prefix_ttl, now)
+        entry = CacheEntry(tokens, tuple(blocks), key, now + state_ttl, now + prefix_ttl, now)
         self.entries[index] = entry
         return entry, evicted
 

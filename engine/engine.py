@@ -785,7 +785,7 @@ class Engine:
             local_positions=np.arange(local_start, consumer),
             tokens=np.array(request.tokens[consumer:]),
             positions=np.arange(consumer, n),
-            parents=np.arange(n - consumer) - 1,
+            parents=np.arange(-1, n - consumer - 1),
             replay=encoder - consumer,
             local_lower=request.local_lower,
             consumer_from=request.consumer_from,
