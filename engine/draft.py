@@ -88,10 +88,10 @@ def top_children(logits: np.ndarray, branching: int) -> tuple[list[list[float]],
     """The `branching` most likely tokens of every row, and their softmax probabilities, for
     all rows at once (as lists: the trees are grown in Python)."""
     probabilities = softmax(logits)
-    if branching == 1:
+    if branching == 1:  # a chain: the best token's probability is the row's maximum
         top = probabilities.argmax(axis=-1)[:, None]
-    else:
-        top = np.argsort(-probabilities, axis=-1, kind="stable")[:, :branching]
+        return probabilities.max(axis=-1, keepdims=True).tolist(), top.tolist()
+    top = np.argsort(-probabilities, axis=-1, kind="stable")[:, :branching]
     return np.take_along_axis(probabilities, top, axis=1).tolist(), top.tolist()
 
 
@@ -189,6 +189,8 @@ def split_budget(current: list[list[float]], total: int) -> tuple[int, ...]:
 def select_nodes(tree: DraftTree, count: int) -> list[int]:
     """The `count` most probable non-root nodes; prefix-closed because a child's path
     probability never exceeds its parent's and ties go to the shallower node."""
+    if count <= 0:
+        return []
     order = sorted(range(1, len(tree)), key=lambda i: (-tree.path_probs[i], tree.depths[i], i))
     chosen = set(order[:count])
     for node in list(chosen):  # guard against float ties breaking closure
