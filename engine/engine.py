@@ -661,7 +661,8 @@ class Engine:
             for plan, item in zip(active, items):
                 plan.base_item = item
             layer = 2 * self.draft.width * self.draft.depth
-            context = replace(shared, local=shared.local[..., :layer])
+            local_room = None if shared.local_room is None else shared.local_room[..., :layer]
+            context = replace(shared, local=shared.local[..., :layer], local_room=local_room)
         else:
             context = self.draft.batch_context(items, tail=tail)
         outputs = self._draft_outputs(active, items, context)

@@ -324,6 +324,9 @@ class BatchContext:
     consumer_from: np.ndarray  # (B,)
     ragged: bool  # some item has fewer stored rows than C (padding must be masked)
     stored: int  # C: rows of `globals` that hold stored context; the rest is scratch tail
+    # (B, L + tail, 2·depth·W) when padded: `local` followed by room for a call's own rows,
+    # so a chain call appends its window rows in place instead of copying `local`.
+    local_room: np.ndarray | None = None
 
     @property
     def merged(self) -> bool:
@@ -683,16 +686,25 @@ class TinyModel:
         c_max = int(lengths.max())
         l_max = max(local_counts)
         globals_ = self._padded_globals(scratch, batch, c_max + tail)
-        local = np.zeros((size, l_max, 2 * self.depth * self.width))
+        # Padding rows keep whatever an earlier call left there: their positions mask them.
+        room = self._scratch(scratch + " local", (size, l_max + tail, 2 * self.depth * self.width))
         local_positions = np.full((size, l_max), _FAR, dtype=np.int64)
         for b, item in enumerate(batch):
             count = local_counts[b]
             if count:
-                local[b, :count] = item.local.columns(layout.local)
+                room[b, :count] = item.local.columns(layout.local)
                 local_positions[b, :count] = item.local_positions
         ragged = bool((lengths < c_max).any())
         return BatchContext(
-            globals_, lengths, local, local_positions, lower, consumer_from, ragged, c_max
+            globals_,
+            lengths,
+            room[:, :l_max],
+            local_positions,
+            lower,
+            consumer_from,
+            ragged,
+            c_max,
+            local_room=room,
         )
 
     def compute_rows(
@@ -789,8 +801,12 @@ class TinyModel:
         size, q = positions.shape
         k = 0 if earlier is None else earlier.shape[1]
         l_max = context.local.shape[1]
-        local = np.empty((size, l_max + k + q, context.local.shape[2]))
-        local[:, :l_max] = context.local
+        room = context.local_room
+        if room is not None and room.shape[1] >= l_max + k + q:
+            local = room[:, : l_max + k + q]  # the stored rows are already in place
+        else:
+            local = np.empty((size, l_max + k + q, context.local.shape[2]))
+            local[:, :l_max] = context.local
         local_positions = np.empty((size, l_max + k + q), dtype=np.int64)
         local_positions[:, :l_max] = context.local_positions
         local_positions[:, l_max + k :] = positions
