@@ -30,6 +30,7 @@ from workloads import (  # noqa: E402
     WORKLOAD_NAMES,
     Tuning,
     run_batch,
+    run_batch_in_turns,
     run_long,
     shape_dict,
     shapes,
@@ -162,11 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         entry: dict[str, Any] = {"shape": shape_dict(shape)}
         workloads[name] = entry
         if name in ("batch", "batch-greedy"):
-            for engine in engines:
-                progress(f"{name} on {engine.label}")
-                entry[engine.name] = run_batch(
-                    engine, shape, tuning, time_limit=time_limit, repeat=args.repeat
+            progress(f"{name} on {' and '.join(e.label for e in engines)}, in turns")
+            entry.update(
+                run_batch_in_turns(
+                    engines, shape, tuning, time_limit=time_limit, repeat=args.repeat
                 )
+            )
             entry["ratio"] = batch_ratios(entry["ours"], entry.get("reference"))
         elif name == "long":
             for engine in engines:

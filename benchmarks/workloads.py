@@ -120,15 +120,38 @@ def run_batch(
     repeat: int = 1,
     trace_memory: bool = False,
 ) -> dict[str, Any]:
+    if trace_memory:
+        spec = batch_spec(shape, tuning)
+        prompts = random_prompts(shape.requests, shape.prompt_tokens, seed=1)
+        record, _ = _drive(adapter, spec, prompts, shape.new_tokens, time_limit, trace_memory=True)
+        return _memory_summary(record)
+    return run_batch_in_turns([adapter], shape, tuning, time_limit=time_limit, repeat=repeat)[
+        adapter.name
+    ]
+
+
+def run_batch_in_turns(
+    adapters: list[EngineUnderTest],
+    shape: BatchShape,
+    tuning: Tuning,
+    *,
+    time_limit: float,
+    repeat: int = 1,
+) -> dict[str, dict[str, Any]]:
+    """Every engine's runs of one batch shape, taken in turns (ours, theirs, ours, ...), so a
+    slow minute on a shared machine falls on both engines' runs instead of on one engine's."""
     spec = batch_spec(shape, tuning)
     prompts = random_prompts(shape.requests, shape.prompt_tokens, seed=1)
-    runs = []
+    runs: dict[str, list[tuple[RunRecord, Any]]] = {adapter.name: [] for adapter in adapters}
     for _ in range(max(1, repeat)):
-        runs.append(
-            _drive(adapter, spec, prompts, shape.new_tokens, time_limit, trace_memory=trace_memory)
-        )
-    if trace_memory:
-        return _memory_summary(runs[0][0])
+        for adapter in adapters:
+            runs[adapter.name].append(_drive(adapter, spec, prompts, shape.new_tokens, time_limit))
+    return {adapter.name: _batch_summary(adapter, spec, runs[adapter.name]) for adapter in adapters}
+
+
+def _batch_summary(
+    adapter: EngineUnderTest, spec: EngineSpec, runs: list[tuple[RunRecord, Any]]
+) -> dict[str, Any]:
     # The median run by throughput: one slow outlier (another process on a 2-core machine)
     # neither wins nor loses the comparison.
     ranked = sorted(runs, key=lambda pair: summarise_steps(pair[0].steps)["tokens_per_second"] or 0)
@@ -136,7 +159,7 @@ def run_batch(
     result = _run_summary(record)
     result["counters"] = adapter.counters(engine)
     result["engine"] = adapter.describe(spec)
-    if repeat > 1:
+    if len(runs) > 1:
         result["repeats"] = [summarise_steps(r.steps)["tokens_per_second"] for r, _ in runs]
     return result
 
