@@ -32,6 +32,7 @@ from workloads import (  # noqa: E402
     run_batch,
     run_batch_in_turns,
     run_long,
+    run_long_in_turns,
     shape_dict,
     shapes,
     warm_up,
@@ -171,19 +172,23 @@ def main(argv: list[str] | None = None) -> int:
             )
             entry["ratio"] = batch_ratios(entry["ours"], entry.get("reference"))
         elif name == "long":
-            for engine in engines:
-                progress(f"long on {engine.label} (contexts {list(shape.lengths)})")
-                fewer = None
-                if engine is theirs and args.reference_tokens_at_4096:
-                    fewer = {4096: args.reference_tokens_at_4096}
-                entry[engine.name] = run_long(
-                    engine,
+            progress(
+                f"long on {' and '.join(e.label for e in engines)}, in turns "
+                f"(contexts {list(shape.lengths)})"
+            )
+            fewer: dict[str, dict[int, int]] = {}
+            if theirs is not None and args.reference_tokens_at_4096:
+                fewer[theirs.name] = {4096: args.reference_tokens_at_4096}
+            entry.update(
+                run_long_in_turns(
+                    engines,
                     shape,
                     tuning,
                     time_limit=time_limit,
                     repeat=args.repeat,
                     new_tokens_at=fewer,
                 )
+            )
             entry["ratio"] = long_ratios(entry["ours"], entry.get("reference"))
         elif name == "tui":
             progress(f"tui: {shape.presses} presses at {shape.requests} active requests")

@@ -228,26 +228,71 @@ def run_long(
     `new_tokens_at` lowers the number of new tokens at given lengths (used for a slow engine);
     the result records the count actually used.
     """
+    if not trace_memory:
+        fewer = {adapter.name: new_tokens_at or {}}
+        return run_long_in_turns(
+            [adapter],
+            shape,
+            tuning,
+            time_limit=time_limit,
+            repeat=repeat,
+            modes=modes,
+            new_tokens_at=fewer,
+        )[adapter.name]
     results: dict[str, Any] = {}
     for mode in modes:
         per_length: dict[str, Any] = {}
         for length in shape.lengths:
             new_tokens = (new_tokens_at or {}).get(length, shape.new_tokens)
-            sized = replace(shape, new_tokens=new_tokens)
-            spec = long_spec(length, sized, mode != "greedy", tuning)
+            spec = long_spec(
+                length, replace(shape, new_tokens=new_tokens), mode != "greedy", tuning
+            )
             prompt = random_prompts(1, length, seed=1000 + length)
-            runs = []
-            for _ in range(1 if trace_memory else max(1, repeat)):
-                record, engine = _drive(
-                    adapter, spec, prompt, new_tokens, time_limit, trace_memory=trace_memory
-                )
-                runs.append(record)
-            if trace_memory:
-                per_length[str(length)] = _long_memory(runs[0])
-            else:
-                per_length[str(length)] = _long_summary(runs, new_tokens)
-                per_length[str(length)]["counters"] = adapter.counters(engine)
+            record, _ = _drive(adapter, spec, prompt, new_tokens, time_limit, trace_memory=True)
+            per_length[str(length)] = _long_memory(record)
         results[mode] = per_length
+    return results
+
+
+def run_long_in_turns(
+    adapters: list[EngineUnderTest],
+    shape: LongShape,
+    tuning: Tuning,
+    *,
+    time_limit: float,
+    repeat: int = 1,
+    modes: tuple[str, ...] = ("greedy", "speculative"),
+    new_tokens_at: dict[str, dict[int, int]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """`run_long` for several engines, whose runs of each mode and length are taken in turns
+    (like `run_batch_in_turns`). `new_tokens_at[engine name]` lowers that engine's new tokens
+    at given lengths."""
+    results: dict[str, dict[str, Any]] = {adapter.name: {} for adapter in adapters}
+    for mode in modes:
+        for length in shape.lengths:
+            prompt = random_prompts(1, length, seed=1000 + length)
+            plans = {}
+            for adapter in adapters:
+                fewer = (new_tokens_at or {}).get(adapter.name, {})
+                new_tokens = fewer.get(length, shape.new_tokens)
+                sized = replace(shape, new_tokens=new_tokens)
+                plans[adapter.name] = (
+                    new_tokens,
+                    long_spec(length, sized, mode != "greedy", tuning),
+                )
+            runs: dict[str, list[RunRecord]] = {adapter.name: [] for adapter in adapters}
+            engines: dict[str, Any] = {}
+            for _ in range(max(1, repeat)):
+                for adapter in adapters:
+                    new_tokens, spec = plans[adapter.name]
+                    record, engines[adapter.name] = _drive(
+                        adapter, spec, prompt, new_tokens, time_limit
+                    )
+                    runs[adapter.name].append(record)
+            for adapter in adapters:
+                summary = _long_summary(runs[adapter.name], plans[adapter.name][0])
+                summary["counters"] = adapter.counters(engines[adapter.name])
+                results[adapter.name].setdefault(mode, {})[str(length)] = summary
     return results
 
 
