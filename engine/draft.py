@@ -217,8 +217,10 @@ def accept(tree: DraftTree, verified: list[int], argmax: dict[int, int], eos_id:
     while True:
         wanted = argmax[node]
         children = children_of.get(node, [])
-        match = next((c for c in children if tree.tokens[c] == wanted), None)
-        if match is None:
+        for match in children:
+            if tree.tokens[match] == wanted:
+                break
+        else:
             kind = "replacement" if children else "bonus"
             return Acceptance(path, wanted, kind)
         path.append(match)

@@ -1217,7 +1217,7 @@ def _chain_shape(batch: list[RowBatchItem]) -> tuple[int, int] | None:
         earlier_parents = np.array([item.earlier_parents for item in batch])
         earlier_positions = np.array([item.earlier_positions for item in batch])
         if not (
-            all(item.earlier_full.all() for item in batch)
+            np.concatenate([item.earlier_full for item in batch]).all()
             and (earlier_parents == steps[:k] - 1).all()
         ):
             return None
