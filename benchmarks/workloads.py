@@ -142,22 +142,26 @@ def run_batch_in_turns(
     slow minute on a shared machine falls on both engines' runs instead of on one engine's."""
     spec = batch_spec(shape, tuning)
     prompts = random_prompts(shape.requests, shape.prompt_tokens, seed=1)
+    # Each run keeps its record and counters, not its engine: engines held on to would grow
+    # the heap that later runs allocate and collect garbage in.
     runs: dict[str, list[tuple[RunRecord, Any]]] = {adapter.name: [] for adapter in adapters}
     for _ in range(max(1, repeat)):
         for adapter in adapters:
-            runs[adapter.name].append(_drive(adapter, spec, prompts, shape.new_tokens, time_limit))
+            record, engine = _drive(adapter, spec, prompts, shape.new_tokens, time_limit)
+            runs[adapter.name].append((record, adapter.counters(engine)))
+            del engine
     return {adapter.name: _batch_summary(adapter, spec, runs[adapter.name]) for adapter in adapters}
 
 
 def _batch_summary(
-    adapter: EngineUnderTest, spec: EngineSpec, runs: list[tuple[RunRecord, Any]]
+    adapter: EngineUnderTest, spec: EngineSpec, runs: list[tuple[RunRecord, dict[str, Any]]]
 ) -> dict[str, Any]:
     # The median run by throughput: one slow outlier (another process on a 2-core machine)
     # neither wins nor loses the comparison.
     ranked = sorted(runs, key=lambda pair: summarise_steps(pair[0].steps)["tokens_per_second"] or 0)
-    record, engine = ranked[len(ranked) // 2]
+    record, counters = ranked[len(ranked) // 2]
     result = _run_summary(record)
-    result["counters"] = adapter.counters(engine)
+    result["counters"] = counters
     result["engine"] = adapter.describe(spec)
     if len(runs) > 1:
         result["repeats"] = [summarise_steps(r.steps)["tokens_per_second"] for r, _ in runs]
@@ -281,17 +285,17 @@ def run_long_in_turns(
                     long_spec(length, sized, mode != "greedy", tuning),
                 )
             runs: dict[str, list[RunRecord]] = {adapter.name: [] for adapter in adapters}
-            engines: dict[str, Any] = {}
+            counters: dict[str, Any] = {}
             for _ in range(max(1, repeat)):
                 for adapter in adapters:
                     new_tokens, spec = plans[adapter.name]
-                    record, engines[adapter.name] = _drive(
-                        adapter, spec, prompt, new_tokens, time_limit
-                    )
+                    record, engine = _drive(adapter, spec, prompt, new_tokens, time_limit)
                     runs[adapter.name].append(record)
+                    counters[adapter.name] = adapter.counters(engine)
+                    del engine
             for adapter in adapters:
                 summary = _long_summary(runs[adapter.name], plans[adapter.name][0])
-                summary["counters"] = adapter.counters(engines[adapter.name])
+                summary["counters"] = counters[adapter.name]
                 results[adapter.name].setdefault(mode, {})[str(length)] = summary
     return results
 
