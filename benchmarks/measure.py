@@ -156,9 +156,10 @@ def drive(
     for prompt in prompts:
         engine.submit(list(prompt), max_tokens=max_tokens)
     # Objects alive before the rounds (the harness's own, earlier runs' results, the other
-    # engine's module) are frozen out of garbage collection meanwhile: a full collection in a
-    # timed round then walks what this engine allocates, not whatever else the process holds
-    # (which made one run differ by 5-10% with the order of the workloads before it).
+    # engine's module, and this engine as built and submitted to) are frozen out of garbage
+    # collection meanwhile: a full collection in a timed round then walks what the rounds
+    # allocate, not whatever else the process holds (which made one run differ by 5-10% with
+    # the order of the workloads before it).
     gc.freeze()
     started = time.perf_counter()
     try:

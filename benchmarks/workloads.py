@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from typing import Any
@@ -131,7 +132,7 @@ def run_batch(
 
 
 def run_batch_in_turns(
-    adapters: list[EngineUnderTest],
+    adapters: Sequence[EngineUnderTest],
     shape: BatchShape,
     tuning: Tuning,
     *,
@@ -259,7 +260,7 @@ def run_long(
 
 
 def run_long_in_turns(
-    adapters: list[EngineUnderTest],
+    adapters: Sequence[EngineUnderTest],
     shape: LongShape,
     tuning: Tuning,
     *,

@@ -542,6 +542,9 @@ class Engine:
         try:
             self._round()
         except BaseException as failure:
+            # An interrupt can land after a forward wrote non-finite rows into a model's work
+            # buffers and before the round checked them: forget the buffers with the round.
+            self._reset_work_buffers()
             self._restore(checkpoint)
             self._history.pop()
             self._after_rewind()

@@ -9,6 +9,7 @@ to rewind), never silently reused.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,11 +116,11 @@ class BlockPool:
             self.block_hash[block] = None
         return [int(b) for b in ids]
 
-    def hold(self, blocks: list[int]) -> None:
+    def hold(self, blocks: Iterable[int]) -> None:
         for block in blocks:
             self.refcount[block] += 1
 
-    def release(self, blocks: list[int]) -> None:
+    def release(self, blocks: Iterable[int]) -> None:
         for block in blocks:
             self.refcount[block] -= 1
             if self.refcount[block] < 0:

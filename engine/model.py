@@ -325,7 +325,8 @@ class BatchContext:
     ragged: bool  # some item has fewer stored rows than C (padding must be masked)
     stored: int  # C: rows of `globals` that hold stored context; the rest is scratch tail
     # (B, L + tail, 2·depth·W) when padded: `local` followed by room for a call's own rows,
-    # so a chain call appends its window rows in place instead of copying `local`.
+    # so a chain call appends its window rows in place instead of copying `local`. Slice its
+    # columns whenever `local`'s are sliced (a draft reading the target's context does).
     local_room: np.ndarray | None = None
 
     @property
@@ -662,9 +663,15 @@ class TinyModel:
         return planes(context.columns(self.layout.globals), self.width)
 
     def batch_context(
-        self, batch: list[RowBatchItem], tail: int = 0, scratch: str = "globals"
+        self,
+        batch: list[RowBatchItem],
+        tail: int = 0,
+        scratch: str = "globals",
+        local_room: bool = True,
     ) -> BatchContext:
-        """Pad the stored rows of a batch once; a single item is used without copying."""
+        """Pad the stored rows of a batch once; a single item is used without copying.
+        `tail` rows of room follow the stored ones (for the window rows too unless
+        `local_room` is False: the general path concatenates its own)."""
         layout = self.layout
         lengths = np.array([item.encoder_length for item in batch], dtype=np.int64)
         local_counts = [len(item.local_positions) for item in batch]
@@ -687,7 +694,8 @@ class TinyModel:
         l_max = max(local_counts)
         globals_ = self._padded_globals(scratch, batch, c_max + tail)
         # Padding rows keep whatever an earlier call left there: their positions mask them.
-        room = self._scratch(scratch + " local", (size, l_max + tail, 2 * self.depth * self.width))
+        rows = l_max + (tail if local_room else 0)
+        room = self._scratch(scratch + " local", (size, rows, 2 * self.depth * self.width))
         local_positions = np.full((size, l_max), _FAR, dtype=np.int64)
         for b, item in enumerate(batch):
             count = local_counts[b]
@@ -882,7 +890,7 @@ class TinyModel:
         e_counts = earlier_counts + new_counts
         e_max = int(e_counts.max())
         if context is None:
-            context = self.batch_context(batch, tail=e_max)
+            context = self.batch_context(batch, tail=e_max, local_room=False)
         context.reserve(e_max)
 
         # Flat -> padded scatter indices for new rows (queries) and for extras (earlier + new).

@@ -526,3 +526,38 @@ def test_non_finite_draft_rows_do_not_poison_a_healthy_request() -> None:
         result = engine.result(rid)
         assert (result.finish_reason, result.error) == ("length", None), result
         assert result.tokens == healthy[name]
+
+
+def test_an_interrupted_round_leaves_no_non_finite_rows_behind() -> None:
+    """Ctrl-C can land after a forward wrote a poisoned request's NaN rows into the model's
+    work buffers and before the round checked them; the rewound engine must not hand those
+    rows to later, healthy requests (padding rows are reused and masked by adding to them)."""
+    clean = TinyModel(seed=0, window=5, width=8, depth=2)
+    prompts = [[5], [6, 7, 8, 9, 10, 11]]
+    healthy = [greedy_generate(clean, prompt, max_tokens=4).tokens for prompt in prompts]
+    bad = 31
+    assert all(bad not in prompt + list(tokens) for prompt, tokens in zip(prompts, healthy))
+    embedding = clean.weights.embedding.copy()
+    embedding[bad] = np.nan
+    target = TinyModel(seed=0, window=5, width=8, depth=2)
+    target.weights = dataclasses.replace(clean.weights, embedding=embedding)
+    engine = Engine(target, config=EngineConfig(max_active=4), clock=ManualClock())
+    first = [engine.submit([bad] * 4, max_tokens=3), engine.submit([1, 2, 3, 4], max_tokens=3)]
+    original = target.forward_rows
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        original(*args, **kwargs)  # the rows are in the buffers...
+        raise KeyboardInterrupt  # ...and the round is interrupted before it looks at them
+
+    target.forward_rows = interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        engine.step()
+    del target.forward_rows
+    for request_id in first:
+        engine.cancel(request_id)
+    later = [engine.submit(prompt, max_tokens=4) for prompt in prompts]
+    engine.run(raise_on_error=False)
+    for request_id, tokens in zip(later, healthy):
+        result = engine.result(request_id)
+        assert (result.finish_reason, result.error) == ("length", None), result
+        assert result.tokens == tokens
