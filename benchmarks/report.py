@@ -300,6 +300,11 @@ def render(results: dict[str, Any]) -> str:
                 f"max {_fmt(t['latency_max_ms'])} ms; to first frame: "
                 f"p50 {_fmt(t['first_frame_p50_ms'])} ms, p95 {_fmt(t['first_frame_p95_ms'])} ms"
             )
+            if t.get("repeats_p95_ms"):
+                each = ", ".join(_fmt(p95) for p95 in t["repeats_p95_ms"])
+                out.append(
+                    f"  (the run with the median p95 of {len(t['repeats_p95_ms'])}: {each} ms)"
+                )
     out.append("")
     out.append("targets (reported, not asserted):")
     for t in results["targets"]:

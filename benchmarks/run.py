@@ -25,7 +25,7 @@ import reference  # noqa: E402
 from engines import OurEngine  # noqa: E402
 from environment import environment  # noqa: E402
 from report import batch_ratios, evaluate_targets, long_ratios, render  # noqa: E402
-from tui_latency import run_tui  # noqa: E402
+from tui_latency import run_tui_repeated  # noqa: E402
 from workloads import (  # noqa: E402
     WORKLOAD_NAMES,
     Tuning,
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             entry["ratio"] = long_ratios(entry["ours"], entry.get("reference"))
         elif name == "tui":
             progress(f"tui: {shape.presses} presses at {shape.requests} active requests")
-            entry["ours"] = run_tui(shape)
+            entry["ours"] = run_tui_repeated(shape, args.repeat)
             entry["note"] = "the reference has no user interface: no comparison"
     if not args.no_memory:
         results["memory"] = memory_pass(ours, selected, all_shapes, tuning, time_limit)
