@@ -33,7 +33,8 @@ from .draft import (
     top_children,
 )
 from .kv import BlockPool
-from .model import BatchContext, RowBatchItem, Rows, State, Stored, TinyModel
+from .model import State, TinyModel
+from .rows import BatchContext, RowBatchItem, Rows, Stored
 
 Event = dict[str, Any]
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import Rows, TinyModel
+from .model import TinyModel
+from .rows import Rows
 
 
 class PoolExhausted(Exception):

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
-from engine.model import RowBatchItem, Rows
+from engine.rows import RowBatchItem, Rows
 
 TOLERANCE = 1e-10
 COMMON = dict(

@@ -16,7 +16,7 @@ import pytest
 from engine_helpers import ManualClock, check_all_finished, drain
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
-from engine.model import RowBatchItem
+from engine.rows import RowBatchItem
 
 TOLERANCE = 1e-10
 TOKENS = (5, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5)
