@@ -29,9 +29,9 @@ from tui_latency import run_tui_repeated  # noqa: E402
 from workloads import (  # noqa: E402
     WORKLOAD_NAMES,
     Tuning,
-    run_batch,
+    batch_memory,
+    long_memory,
     run_batch_in_turns,
-    run_long,
     run_long_in_turns,
     shape_dict,
     shapes,
@@ -215,14 +215,10 @@ def memory_pass(
     for name in ("batch", "batch-greedy"):
         if name in selected:
             progress(f"memory pass: {name}")
-            memory[name] = run_batch(
-                ours, all_shapes[name], tuning, time_limit=time_limit * 4, trace_memory=True
-            )
+            memory[name] = batch_memory(ours, all_shapes[name], tuning, time_limit=time_limit * 4)
     if "long" in selected:
         progress("memory pass: long")
-        memory["long"] = run_long(
-            ours, all_shapes["long"], tuning, time_limit=time_limit * 4, trace_memory=True
-        )
+        memory["long"] = long_memory(ours, all_shapes["long"], tuning, time_limit=time_limit * 4)
     return memory
 
 

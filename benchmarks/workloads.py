@@ -113,22 +113,20 @@ def batch_spec(shape: BatchShape, tuning: Tuning) -> EngineSpec:
 
 
 def run_batch(
-    adapter: EngineUnderTest,
-    shape: BatchShape,
-    tuning: Tuning,
-    *,
-    time_limit: float,
-    repeat: int = 1,
-    trace_memory: bool = False,
+    adapter: EngineUnderTest, shape: BatchShape, tuning: Tuning, *, time_limit: float
 ) -> dict[str, Any]:
-    if trace_memory:
-        spec = batch_spec(shape, tuning)
-        prompts = random_prompts(shape.requests, shape.prompt_tokens, seed=1)
-        record, _ = _drive(adapter, spec, prompts, shape.new_tokens, time_limit, trace_memory=True)
-        return _memory_summary(record)
-    return run_batch_in_turns([adapter], shape, tuning, time_limit=time_limit, repeat=repeat)[
-        adapter.name
-    ]
+    """One engine's timed run of a batch shape (the profiler's)."""
+    return run_batch_in_turns([adapter], shape, tuning, time_limit=time_limit)[adapter.name]
+
+
+def batch_memory(
+    adapter: EngineUnderTest, shape: BatchShape, tuning: Tuning, *, time_limit: float
+) -> dict[str, Any]:
+    """One run under tracemalloc: peak memory and bytes allocated within each round."""
+    spec = batch_spec(shape, tuning)
+    prompts = random_prompts(shape.requests, shape.prompt_tokens, seed=1)
+    record, _ = _drive(adapter, spec, prompts, shape.new_tokens, time_limit, trace_memory=True)
+    return _memory_summary(record)
 
 
 def run_batch_in_turns(
@@ -200,6 +198,9 @@ def _memory_summary(record: RunRecord) -> dict[str, Any]:
 # -- long context -----------------------------------------------------------------------------
 
 
+LONG_MODES = ("greedy", "speculative")
+
+
 def long_spec(length: int, shape: LongShape, speculative: bool, tuning: Tuning) -> EngineSpec:
     positions = length + shape.new_tokens + tuning.long_draft_width + 1
     blocks = -(-positions // shape.block_size)
@@ -217,43 +218,19 @@ def long_spec(length: int, shape: LongShape, speculative: bool, tuning: Tuning) 
     )
 
 
-def run_long(
-    adapter: EngineUnderTest,
-    shape: LongShape,
-    tuning: Tuning,
-    *,
-    time_limit: float,
-    repeat: int = 1,
-    trace_memory: bool = False,
-    modes: tuple[str, ...] = ("greedy", "speculative"),
-    new_tokens_at: dict[int, int] | None = None,
+def long_memory(
+    adapter: EngineUnderTest, shape: LongShape, tuning: Tuning, *, time_limit: float
 ) -> dict[str, Any]:
-    """Per mode and context length: prefill (the first round) and decode after it.
-
-    `new_tokens_at` lowers the number of new tokens at given lengths (used for a slow engine);
-    the result records the count actually used.
-    """
-    if not trace_memory:
-        fewer = {adapter.name: new_tokens_at or {}}
-        return run_long_in_turns(
-            [adapter],
-            shape,
-            tuning,
-            time_limit=time_limit,
-            repeat=repeat,
-            modes=modes,
-            new_tokens_at=fewer,
-        )[adapter.name]
+    """Per mode and context length, one run under tracemalloc (see `_long_memory`)."""
     results: dict[str, Any] = {}
-    for mode in modes:
+    for mode in LONG_MODES:
         per_length: dict[str, Any] = {}
         for length in shape.lengths:
-            new_tokens = (new_tokens_at or {}).get(length, shape.new_tokens)
-            spec = long_spec(
-                length, replace(shape, new_tokens=new_tokens), mode != "greedy", tuning
-            )
+            spec = long_spec(length, shape, mode != "greedy", tuning)
             prompt = random_prompts(1, length, seed=1000 + length)
-            record, _ = _drive(adapter, spec, prompt, new_tokens, time_limit, trace_memory=True)
+            record, _ = _drive(
+                adapter, spec, prompt, shape.new_tokens, time_limit, trace_memory=True
+            )
             per_length[str(length)] = _long_memory(record)
         results[mode] = per_length
     return results
@@ -266,14 +243,14 @@ def run_long_in_turns(
     *,
     time_limit: float,
     repeat: int = 1,
-    modes: tuple[str, ...] = ("greedy", "speculative"),
     new_tokens_at: dict[str, dict[int, int]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """`run_long` for several engines, whose runs of each mode and length are taken in turns
-    (like `run_batch_in_turns`). `new_tokens_at[engine name]` lowers that engine's new tokens
-    at given lengths."""
+    """Per mode and context length: prefill (the first round) and decode after it, each
+    engine's runs taken in turns (like `run_batch_in_turns`). `new_tokens_at[engine name]`
+    lowers that engine's new tokens at given lengths (for a slow engine); the result records
+    the count actually used."""
     results: dict[str, dict[str, Any]] = {adapter.name: {} for adapter in adapters}
-    for mode in modes:
+    for mode in LONG_MODES:
         for length in shape.lengths:
             prompt = random_prompts(1, length, seed=1000 + length)
             plans = {}
