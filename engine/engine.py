@@ -1086,7 +1086,7 @@ class Engine:
         new_tokens = [tree.tokens[i] for i in decision.path]
         if decision.next_token is not None:
             new_tokens.append(decision.next_token)
-        remaining = request.max_tokens - (n - len(request.prompt))
+        remaining = request.remaining  # before this round's tokens
         new_tokens = new_tokens[:remaining]
         request.tokens.extend(new_tokens)
         cursor = len(request.tokens) - 1  # every row before the new pending token is computed

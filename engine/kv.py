@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import TinyModel
-from .rows import Rows
+from .rows import Rows, planes
 
 
 class PoolExhausted(Exception):
@@ -43,7 +43,7 @@ class ModelStore:
     def write(self, slots: np.ndarray | slice, rows: Rows, *, encoder: bool = True) -> None:
         """Store rows at `slots`; `encoder=False` writes only the consumer part (warm replay)."""
         if encoder:
-            self.planes[:, slots] = _as_planes(rows.data[:, : self.split], self.width)
+            self.planes[:, slots] = planes(rows.data[:, : self.split], self.width)
             self.rest[slots] = rows.data[:, self.split :]
         else:
             start = self.layout.local.start
@@ -54,7 +54,7 @@ class ModelStore:
         stacked = self.planes[:, slots]  # a view when `slots` is a slice
         count = stacked.shape[1]
         data = np.empty((count, self.layout.size))
-        _as_planes(data[:, : self.split], self.width)[...] = stacked
+        planes(data[:, : self.split], self.width)[...] = stacked
         data[:, self.split :] = self.rest[slots]
         return Rows(data, self.layout)
 
@@ -63,11 +63,6 @@ class ModelStore:
     ) -> None:
         self.planes[:, target] = self.planes[:, source]
         self.rest[target] = self.rest[source]
-
-
-def _as_planes(rows: np.ndarray, width: int) -> np.ndarray:
-    """(n, k·W) columns as (k, n, W) planes (a view)."""
-    return rows.reshape(len(rows), -1, width).swapaxes(0, 1)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rows import BatchContext, BatchRows, Joined, Layout, RowBatchItem, Rows, Stored
+from .rows import BatchContext, BatchRows, Joined, Layout, RowBatchItem, Rows, Stored, planes
 
 RECOVERY_MODES = ("exact", "mask", "compact")
 _NEG = -1e300  # masked score; finite so that fully masked rows give zero weights, not NaN
@@ -656,9 +656,7 @@ class TinyModel:
         context.reserve(e_max)
 
         # Flat -> padded scatter indices for new rows (queries) and for extras (earlier + new).
-        q_batch = np.repeat(np.arange(size), new_counts)
-        q_starts = np.cumsum(new_counts) - new_counts
-        q_rows = np.arange(len(q_batch)) - q_starts[q_batch]
+        q_batch, q_rows = _ragged(new_counts)
         e_new_rows = q_rows + np.repeat(earlier_counts, new_counts)
 
         tokens = np.zeros((size, q_max), dtype=np.int64)
@@ -684,8 +682,7 @@ class TinyModel:
         e_full[q_batch, e_new_rows] = q_full[q_batch, q_rows]
         e_parent[q_batch, e_new_rows] = np.concatenate([item.parents for item in batch])
         if earlier_counts.any():
-            e_batch = np.repeat(np.arange(size), earlier_counts)
-            e_rows = np.arange(len(e_batch)) - (np.cumsum(earlier_counts) - earlier_counts)[e_batch]
+            e_batch, e_rows = _ragged(earlier_counts)
             e_pos[e_batch, e_rows] = np.concatenate([i.earlier_positions for i in batch])
             e_full[e_batch, e_rows] = np.concatenate([i.earlier_full for i in batch])
             e_parent[e_batch, e_rows] = np.concatenate([i.earlier_parents for i in batch])
@@ -826,12 +823,6 @@ def _last_rows(rows: Rows | Stored, count: int) -> Rows | Stored:
     return Stored(rows.store, index[len(index) - count :])
 
 
-def planes(rows: np.ndarray, width: int) -> np.ndarray:
-    """(..., n, k·W) columns as (..., k, n, W) planes: a view, no copy."""
-    split = rows.reshape((*rows.shape[:-1], rows.shape[-1] // width, width))
-    return split.swapaxes(-2, -3)
-
-
 def _bias(visible: np.ndarray) -> np.ndarray:
     return np.where(visible, 0.0, _NEG)
 
@@ -865,6 +856,13 @@ def _attend_two(
     np.exp(s2, out=s2)
     total = s1.sum(axis=-1, keepdims=True) + s2.sum(axis=-1, keepdims=True)
     return (s1 @ v1 + s2 @ v2) / total
+
+
+def _ragged(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Item and row index of every row of items holding `counts` rows each, items in order
+    (flat rows -> (item, row) of a padded array)."""
+    items = np.repeat(np.arange(len(counts)), counts)
+    return items, np.arange(len(items)) - (np.cumsum(counts) - counts)[items]
 
 
 def _all_chains(parents: np.ndarray, counts: np.ndarray) -> bool:

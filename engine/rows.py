@@ -15,6 +15,12 @@ from typing import Any
 import numpy as np
 
 
+def planes(rows: np.ndarray, width: int) -> np.ndarray:
+    """(..., n, k·W) columns as (..., k, n, W) planes: a view, no copy."""
+    split = rows.reshape((*rows.shape[:-1], rows.shape[-1] // width, width))
+    return split.swapaxes(-2, -3)
+
+
 class Layout:
     """Column layout of one model's packed per-position row.
 
