@@ -31,6 +31,7 @@ from engine_helpers import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from model_helpers import chain_item, max_difference
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.rows import RowBatchItem, Rows
@@ -44,31 +45,7 @@ COMMON = dict(
 )
 
 
-def largest_error(left: np.ndarray, right: np.ndarray) -> float:
-    assert left.shape == right.shape, (left.shape, right.shape)
-    return float(np.max(np.abs(left - right))) if left.size else 0.0
-
-
 # -- the model: padded contexts kept across calls ------------------------------------------------
-
-
-def chain_item(
-    model: TinyModel, sequence: list[int], stored: int, new: int, key: object
-) -> tuple[RowBatchItem, Rows]:
-    """Rows [stored, stored + new) of `sequence` against its full rows [0, stored), and the
-    full rows of the sequence up to there (what the new rows must equal)."""
-    full = model.full_forward(tuple(sequence[: stored + new]))
-    local_start = max(0, stored - model.window + 1)
-    item = RowBatchItem(
-        context=full.take(slice(0, stored)),
-        local=full.take(slice(local_start, stored)),
-        local_positions=np.arange(local_start, stored),
-        tokens=np.array(sequence[stored : stored + new], dtype=np.int64),
-        positions=np.arange(stored, stored + new),
-        parents=np.arange(new) - 1,
-        context_key=key,
-    )
-    return item, full
 
 
 def level_item(first: RowBatchItem, rows: Rows, sequence: list[int], new: int) -> RowBatchItem:
@@ -118,21 +95,26 @@ def test_keyed_contexts_reused_across_calls_equal_full_recompute(
                 sequences[i].append((7 * i + len(sequences[i])) % 32)
         items, fulls = [], []
         for i in batch:
-            item, full = chain_item(oracle, sequences[i], stored[i], new, ("seq", i, rewrites[i]))
+            item, full = chain_item(
+                oracle,
+                tuple(sequences[i][: stored[i] + new]),
+                stored[i],
+                context_key=("seq", i, rewrites[i]),
+            )
             items.append(item)
             fulls.append(full)
         shared = data.draw(st.booleans())
         context = model.batch_context(items, tail=new + more + 1) if shared else None
         outputs = model.compute_rows(items, context)
         for i, out, full in zip(batch, outputs, fulls):
-            assert largest_error(out.data, full.data[stored[i] :]) < TOLERANCE
+            assert max_difference(out.data, full.data[stored[i] :]) < TOLERANCE
         levels = [
             level_item(item, out, sequences[i], more) for i, item, out in zip(batch, items, outputs)
         ]
         for i, out in zip(batch, model.compute_rows(levels, context)):
             start = stored[i] + new
             expected = oracle.full_forward(tuple(sequences[i][: start + more])).data[start:]
-            assert largest_error(out.data, expected) < TOLERANCE
+            assert max_difference(out.data, expected) < TOLERANCE
         for i in batch:
             if data.draw(st.integers(0, 5)) == 0 and stored[i] > 1:  # a rollback: new key
                 stored[i] = data.draw(st.integers(1, stored[i] - 1))
@@ -170,8 +152,8 @@ def test_bounded_prefills_in_a_uniform_batch_keep_their_bounds(mode: str) -> Non
         expected.append(bounded.data)
         exact.append(model.full_forward(tuple(sequence)).data)
     for out, want, plain in zip(model.compute_rows(items), expected, exact):
-        assert largest_error(out.data, want) < TOLERANCE
-        assert largest_error(out.data, plain) > 1e-6
+        assert max_difference(out.data, want) < TOLERANCE
+        assert max_difference(out.data, plain) > 1e-6
 
 
 def test_rows_do_not_depend_on_which_positions_a_model_met_before() -> None:

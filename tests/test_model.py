@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from engine_helpers import ManualClock, check_all_finished, drain
+from model_helpers import chain_item, max_difference
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.rows import RowBatchItem
@@ -22,38 +23,18 @@ TOLERANCE = 1e-10
 TOKENS = (5, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5)
 
 
-def chain_item(model: TinyModel, tokens: tuple[int, ...], stored: int) -> RowBatchItem:
-    """Positions [stored, n) computed against the full rows of [0, stored)."""
-    full = model.full_forward(tokens)
-    local_start = max(0, stored - model.window + 1)
-    n = len(tokens)
-    return RowBatchItem(
-        context=full.take(slice(0, stored)),
-        local=full.take(slice(local_start, stored)),
-        local_positions=np.arange(local_start, stored),
-        tokens=np.array(tokens[stored:]),
-        positions=np.arange(stored, n),
-        parents=np.arange(n - stored) - 1,
-    )
-
-
-def max_difference(left: np.ndarray, right: np.ndarray) -> float:
-    assert left.shape == right.shape
-    return float(np.max(np.abs(left - right))) if left.size else 0.0
-
-
 @pytest.mark.parametrize("window", [1, 2, 4, 8])
 @pytest.mark.parametrize("stored", [0, 1, 5, 11])
 def test_incremental_rows_equal_full_recompute(window: int, stored: int) -> None:
     model = TinyModel(seed=3, window=window)
     full = model.full_forward(TOKENS)
-    (out,) = model.forward_rows([chain_item(model, TOKENS, stored)])
+    (out,) = model.forward_rows([chain_item(model, TOKENS, stored)[0]])
     assert max_difference(out.data, full.data[stored:]) < TOLERANCE
 
 
 def test_forward_rows_counts_calls_and_compute_rows_does_not() -> None:
     model = TinyModel(seed=1)
-    item = chain_item(model, TOKENS, 4)
+    item, _ = chain_item(model, TOKENS, 4)
     model.forward_rows([item, item])
     model.compute_rows([item])
     assert model.forward_calls == 1
@@ -90,7 +71,7 @@ def test_a_later_call_extends_rows_of_an_earlier_call() -> None:
     """The draft grows a tree level by level: each call sees the earlier levels' rows."""
     model = TinyModel(seed=6)
     prefix = TOKENS[:5]
-    first = chain_item(model, prefix, 2)  # rows 2..4 (the root is position 4)
+    first, _ = chain_item(model, prefix, 2)  # rows 2..4 (the root is position 4)
     (out,) = model.forward_rows([first])
     level = RowBatchItem(
         context=first.context,
@@ -142,7 +123,7 @@ def test_a_batch_of_different_lengths_equals_each_item_alone() -> None:
     model = TinyModel(seed=2, window=2)
     sequences = [TOKENS, TOKENS[:3], (7, 7, 7, 1, 2, 3, 4, 5, 6), (4,)]
     stored = [8, 0, 2, 0]
-    items = [chain_item(model, s, c) for s, c in zip(sequences, stored)]
+    items = [chain_item(model, s, c)[0] for s, c in zip(sequences, stored)]
     batched = model.forward_rows(items)
     assert model.forward_calls == 1
     for item, sequence, start, out in zip(items, sequences, stored, batched):
@@ -157,7 +138,7 @@ def test_a_long_prefill_in_chunks_equals_full_recompute() -> None:
     tokens = tuple(int(t) for t in rng.integers(0, 32, 600))
     full = model.full_forward(tokens)
     for stored in (0, 123):
-        (out,) = model.compute_rows([chain_item(model, tokens, stored)])
+        (out,) = model.compute_rows([chain_item(model, tokens, stored)[0]])
         assert max_difference(out.data, full.data[stored:]) < TOLERANCE
 
 
@@ -325,7 +306,7 @@ def test_uniform_chains_with_earlier_rows_equal_full_recompute(
     model = TinyModel(seed=9, window=3)
     sequences = [TOKENS, TOKENS[:7], (7, 7, 1, 2, 3, 4, 5, 6, 2)]
     stored = [6, 2, 4]
-    firsts = [chain_item(model, s[: c + 1], c) for s, c in zip(sequences, stored)]
+    firsts = [chain_item(model, s[: c + 1], c)[0] for s, c in zip(sequences, stored)]
     earlier = model.forward_rows(firsts)  # one row each: the pending positions
     levels = [
         RowBatchItem(

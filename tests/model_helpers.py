@@ -1,0 +1,33 @@
+"""Hand-built inputs for driving TinyModel's batched forward directly (model-level tests)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine import TinyModel
+from engine.rows import RowBatchItem, Rows
+
+
+def chain_item(
+    model: TinyModel, tokens: tuple[int, ...], stored: int, *, context_key: object = None
+) -> tuple[RowBatchItem, Rows]:
+    """Positions [stored, len(tokens)) as one chain against the full rows of [0, stored), and
+    the full rows of `tokens` (what the new rows must equal)."""
+    full = model.full_forward(tuple(tokens))
+    local_start = max(0, stored - model.window + 1)
+    n = len(tokens)
+    item = RowBatchItem(
+        context=full.take(slice(0, stored)),
+        local=full.take(slice(local_start, stored)),
+        local_positions=np.arange(local_start, stored),
+        tokens=np.array(tokens[stored:], dtype=np.int64),
+        positions=np.arange(stored, n),
+        parents=np.arange(n - stored) - 1,
+        context_key=context_key,
+    )
+    return item, full
+
+
+def max_difference(left: np.ndarray, right: np.ndarray) -> float:
+    assert left.shape == right.shape, (left.shape, right.shape)
+    return float(np.max(np.abs(left - right))) if left.size else 0.0
