@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from engine_helpers import (
+    TOLERANCE,
     ManualClock,
     TrippingClock,
     Tripwire,
@@ -36,7 +37,6 @@ from model_helpers import chain_item, max_difference
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.rows import RowBatchItem, Rows
 
-TOLERANCE = 1e-10
 COMMON = dict(
     deadline=None,
     derandomize=True,

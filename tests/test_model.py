@@ -13,13 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from engine_helpers import ManualClock, check_all_finished, drain
+from engine_helpers import TOLERANCE, ManualClock, check_all_finished, drain
 from model_helpers import chain_item, max_difference
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.rows import RowBatchItem
 
-TOLERANCE = 1e-10
 TOKENS = (5, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5)
 
 
