@@ -43,7 +43,6 @@ except ImportError:  # pragma: no cover - depends on the installed Textual
     line_crop = None
 
 SegmentLines = list[list[Segment]]
-RowPair = tuple[SegmentLines, SegmentLines]  # (fixed cells, scrollable cells), as DataTable's
 SMALL_CACHE = 256  # entries: a few screens of lines
 
 
@@ -76,14 +75,6 @@ STYLES_HOOKABLE = _hookable(
 LINES_HOOKABLE = (
     line_crop is not None
     and _hookable("_render_line", "y", "x1", "x2", "base_style")
-    and _hookable(
-        "_render_line_in_row",
-        "row_key",
-        "line_no",
-        "base_style",
-        "cursor_location",
-        "hover_location",
-    )
     and _hookable("_get_offsets", "y")
     and _hookable("_get_row_style", "row_index", "base_style")
 )
@@ -91,7 +82,6 @@ LINES_HOOKABLE = (
 LINE_ATTRIBUTES = (
     "_data",
     "_row_locations",
-    "_column_locations",
     "_labelled_row_exists",
     "_show_hover_cursor",
 )
@@ -188,18 +178,6 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         segments = line_crop(list(strip), x1, x2, strip.cell_length)
         return Strip(segments).adjust_cell_length(width, base_style).simplify()
 
-    def _render_line_in_row(
-        self,
-        row_key: RowKey,
-        line_no: int,
-        base_style: Style,
-        cursor_location: Coordinate,
-        hover_location: Coordinate,
-    ) -> RowPair:
-        arguments = (row_key, line_no, base_style, cursor_location, hover_location)
-        line = self._keyed_line(*arguments) if self.keyed_lines and self.content_keyed else None
-        return super()._render_line_in_row(*arguments) if line is None else line.pair
-
     def _keyed_line(
         self,
         row_key: RowKey,
@@ -231,20 +209,10 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         # by position.
         shows = (contents, row_style, cursor, hover, setup.widths, setup.remaining, setup.flags)
         drawn = self._lines.get((row_index, line_no))
-        before: tuple[Hashable, ...] = ()
-        if drawn is not None:
-            if drawn[0] == shows:
-                return drawn[1]
-            if drawn[0][1:] == shows[1:]:
-                # Drawn the same way, some cells changed: the others keep their segments.
-                before = drawn[0][0]
+        if drawn is not None and drawn[0] == shows:
+            return drawn[1]
         cells: SegmentLines = []
-        for column_index, cell in enumerate(zip(contents, values, setup.widths)):
-            content, value, width = cell
-            if column_index < len(before) and before[column_index] == content:
-                assert drawn is not None
-                cells.append(drawn[1].pair[1][column_index])
-                continue
+        for column_index, (content, value, width) in enumerate(zip(contents, values, setup.widths)):
             where = (row_index, column_index, row_style, width, cursor, hover)
             cells.append(self._keyed_cell(content, value, *where, setup.flags)[line_no])
         # The blank right of the last column, styled as DataTable extends a row.
@@ -257,15 +225,15 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
                 False,
                 hover,
                 cursor,
-                self.show_cursor,
-                self._show_hover_cursor,
+                setup.flags.show_cursor,
+                setup.flags.show_hover_cursor,
                 False,
                 False,
             )
             meta = Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
             extend_style = self._styles[style_key] = row_style + component + meta
         cells.append([Segment(" " * setup.remaining, extend_style)])
-        line = _Line(([], cells))
+        line = _Line(cells)
         self._lines[row_index, line_no] = (shows, line)
         return line
 
@@ -475,17 +443,16 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
 
 
 class _Line:
-    """One drawn line of a row: DataTable's (fixed, scrollable) cell lines, and the strip."""
+    """One drawn line of a row: its cells' segments, joined into one strip."""
 
-    __slots__ = ("pair", "starts_visible", "strip")
+    __slots__ = ("starts_visible", "strip")
 
-    def __init__(self, pair: RowPair) -> None:
-        self.pair = pair
+    def __init__(self, cells: SegmentLines) -> None:
         segments: list[Segment] = []
         # Each cell is simplified already, and neighbouring cells never share a style (the
         # cell's column is in its style's meta); join them anyway if they ever do.
         joined = False
-        for cell in pair[1]:
+        for cell in cells:
             if cell:
                 if segments and segments[-1].style == cell[0].style:
                     joined = True
