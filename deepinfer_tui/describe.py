@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 
@@ -16,7 +16,7 @@ def format_blocks(values: Iterable[int]) -> str:
     return " ".join(f"#{b}" for b in values)
 
 
-def describe(event: dict[str, Any]) -> str:
+def describe(event: Mapping[str, Any]) -> str:
     kind = event.get("kind", "?")
     rid = event.get("request_id")
     head = f"t{event.get('tick', 0)}" + (f" {rid}" if rid else "")

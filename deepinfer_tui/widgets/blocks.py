@@ -7,15 +7,16 @@ from typing import Any, ClassVar, NamedTuple
 
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 
+from ..describe import format_blocks, format_tokens
 from .legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
 from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
-from .quiet import set_scroll_extent
+from .quiet import refresh_rows, set_scroll_extent
 from .view import RequestView, View
 
 
@@ -65,7 +66,7 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
 
     blocks = request.get("blocks", [])
     if not blocks:
-        for reason in _no_blocks_reason(request, view).splitlines():
+        for reason in _no_blocks_reason(request, view):
             lines.append(Text().append(reason, style="italic"))
     for block in blocks:
         text = Text()
@@ -98,11 +99,10 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
         lines.append(text)
     for event in view.events_this_tick(str(request["id"]), "rollback"):
         text = Text()
-        removed = " ".join(str(t) for t in event.get("removed", []))
-        text.append(f"rolled back [{removed}]", style="bold yellow")
+        text.append(f"rolled back {format_tokens(event.get('removed', []))}", style="bold yellow")
         freed = event.get("freed_blocks", [])
         if freed:
-            text.append(" · freed " + " ".join(f"#{b}" for b in freed), style="yellow")
+            text.append(" · freed " + format_blocks(freed), style="yellow")
         lines.append(text)
     if commit:
         text = Text()
@@ -118,19 +118,19 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
     return lines
 
 
-def _no_blocks_reason(request: RequestView, view: View) -> str:
+def _no_blocks_reason(request: RequestView, view: View) -> list[str]:
     if request["status"] == "queued":
-        return "queued: no KV blocks yet (restore or prefill happens on admission)\n"
+        return ["queued: no KV blocks yet (restore or prefill happens on admission)"]
     reason = request.get("finish_reason") or "finished"
     lines = [f"finished ({reason}): holds no KV blocks any more"]
     for entry in view.cached_prefixes_of(request):
-        blocks = " ".join(f"#{b}" for b in entry["blocks"])
+        blocks = format_blocks(entry["blocks"])
         until = entry["hot_until"] if entry["state"] == "hot" else entry["warm_until"]
         lines.append(
             f"its prefix is cached {entry['state']}: {len(entry['tokens'])} positions "
             f"in {blocks} (until t={until:g})"
         )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 class BlockMap(ScrollView, can_focus=True):
@@ -174,6 +174,7 @@ class BlockMap(ScrollView, can_focus=True):
 
     def show(self, view: View, request_id: str | None) -> None:
         request = view.request(request_id)
+        lines: tuple[Text, ...]
         if request is None:
             lines = (Text("no request selected", style="italic"),)
             title = "KV blocks"
@@ -199,18 +200,12 @@ class BlockMap(ScrollView, can_focus=True):
             self.refresh()
             return
         top = round(self.scroll_offset.y)
-        changed = [
+        changed = (
             y
             for y in range(self.scrollable_content_region.height)
             if layout.row(top + y, glyphs) != now.row(top + y, self._glyphs)
-        ]
-        # One region per run of changed rows (each refresh call has its own cost).
-        while changed:
-            run = 1
-            while run < len(changed) and changed[run] == changed[0] + run:
-                run += 1
-            self.refresh(Region(0, changed[0], now.width, run))
-            del changed[:run]
+        )
+        refresh_rows(self, changed, now.width)
 
     # -- rows ---------------------------------------------------------------------------------
 
@@ -235,7 +230,7 @@ class BlockMap(ScrollView, can_focus=True):
         """The same rendering a Static gives this text (Textual's Content, wrapped to width)."""
         if width <= 0:
             return []
-        key = (text.plain, tuple(text.spans), width, style)
+        key = (text.plain, text.style, tuple(text.spans), width, style)
         strips = self._strips.get(key)
         if strips is None:
             strips = Visual.to_strips(self, visualize(self, text), width, None, style)

@@ -112,7 +112,7 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
             self._events.append(event)
             if filter_id is None or event.get("request_id") == filter_id:
                 # describe() only reads the event: no copy (a round adds ~200 of them).
-                self._append_line(index, describe(event), line_style(event))  # type: ignore[arg-type]
+                self._append_line(index, describe(event), line_style(event))
         self._update_virtual_size()
         if fresh:
             # Newest last, always in view (the RichLog this replaces behaved the same way).
@@ -219,11 +219,7 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
         text = self._row_texts[row]
         # The widget's own style (colours, focus tint) goes under the line's, as in RichLog.
         style = self._style(base, self._line_styles[self._row_lines[row]])
-        length = cell_len(text)
-        segments = [Segment(text, style)]
-        if length < width:
-            segments.append(Segment(" " * (width - length), base))
-        return Strip(segments, max(length, width)).crop(0, width)
+        return Strip([Segment(text, style)], cell_len(text)).crop_extend(0, width, base)
 
     def _style(self, base: Style, name: str) -> Style:
         style = self._styles.get((base, name))

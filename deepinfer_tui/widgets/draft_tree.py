@@ -12,7 +12,9 @@ from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from ..describe import format_tokens
 from .legend import VERDICT_MARKS
+from .quiet import RefreshesHeld, refresh_rows
 from .repaint_style import StyleOncePerRepaint
 from .view import RequestView, View
 
@@ -47,8 +49,7 @@ def root_label(request: RequestView, tree: Mapping[str, Any], tick: int) -> Text
     text.append(" pending")
     commit = request.get("last_commit")
     if commit and commit.get("round") == tree["round"]:
-        tokens = " ".join(str(t) for t in commit["tokens"])
-        text.append(f" → [{tokens}]", style="bold")
+        text.append(f" → {format_tokens(commit['tokens'])}", style="bold")
     if tree["round"] != tick:
         text.append(f" (round {tree['round']}, now tick {tick})", style="bright_black")
     return text
@@ -66,7 +67,7 @@ def extra_token(request: RequestView, tree: Mapping[str, Any]) -> tuple[int, str
     return tokens[accepted], str(commit["outcome"])
 
 
-class DraftTree(StyleOncePerRepaint, Tree[int]):
+class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int]):
     """A read-only Tree; space is left to the app (step), so the node toggle is not bound."""
 
     inherit_bindings = False
@@ -75,30 +76,10 @@ class DraftTree(StyleOncePerRepaint, Tree[int]):
     ]
 
     def __init__(self, **kwargs: Any) -> None:
-        # Set before Tree's constructor, which already refreshes.
-        self._rebuilding = False  # inside show(): hold refreshes until the tree is built
-        self._layout_wanted = False
-        self._repaint_wanted = False
         super().__init__("no draft round yet", **kwargs)
         self.show_root = True
         self.guide_depth = 3
         self._signature: tuple[Any, ...] | None = None
-
-    def refresh(
-        self,
-        *regions: Region,
-        repaint: bool = True,
-        layout: bool = False,
-        recompose: bool = False,
-    ) -> DraftTree:
-        if self._rebuilding:
-            # show() decides once the tree is built what to lay out and repaint.
-            self._layout_wanted = self._layout_wanted or layout
-            self._repaint_wanted = self._repaint_wanted or repaint
-            if not recompose:
-                return self
-            layout = repaint = False
-        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def show(self, view: View, request_id: str | None) -> None:
         request = view.request(request_id)
@@ -115,17 +96,15 @@ class DraftTree(StyleOncePerRepaint, Tree[int]):
         # its rows (and the round in its title): only the rows that differ are repainted.
         had_scrollbars = self.show_vertical_scrollbar or self.show_horizontal_scrollbar
         before = self._visible_rows()
-        self._rebuilding, self._layout_wanted, self._repaint_wanted = True, False, False
-        try:
+        with self.refreshes_held() as wanted:
             self._rebuild(view, request, tree)
             _ = self.last_line  # builds the lines now, which sets the new virtual size
-        finally:
-            self._rebuilding = False
+        repaint_wanted, layout_wanted = wanted
         width, height = self.container_size
         fits = self.virtual_size.width <= width and self.virtual_size.height <= height
-        if self._layout_wanted and (had_scrollbars or not fits or not self.is_mounted):
+        if layout_wanted and (had_scrollbars or not fits or not self.is_mounted):
             self.refresh(layout=True)
-        elif self._repaint_wanted:
+        elif repaint_wanted:
             self._repaint_changed_rows(before)
 
     def _visible_rows(self) -> tuple[Offset, Size, str | None, list[Strip]] | None:
@@ -153,9 +132,12 @@ class DraftTree(StyleOncePerRepaint, Tree[int]):
             if top:
                 self.refresh(Region(-left, -top, self.outer_size.width, 1))
         old_rows, new_rows = before[3], after[3]
-        for y in range(max(len(old_rows), len(new_rows))):
-            if y >= len(old_rows) or y >= len(new_rows) or old_rows[y] != new_rows[y]:
-                self.refresh(Region(0, y, width, 1))
+        changed = (
+            y
+            for y in range(max(len(old_rows), len(new_rows)))
+            if y >= len(old_rows) or y >= len(new_rows) or old_rows[y] != new_rows[y]
+        )
+        refresh_rows(self, changed, width)
 
     def _rebuild(
         self, view: View, request: RequestView | None, tree: Mapping[str, Any] | None

@@ -40,7 +40,7 @@ from .repaint_style import StyleOncePerRepaint
 try:  # DataTable's own line crop, so a cropped line is cut exactly as DataTable cuts it
     from textual._segment_tools import line_crop
 except ImportError:  # pragma: no cover - depends on the installed Textual
-    line_crop = None
+    line_crop = None  # type: ignore[assignment]
 
 SegmentLines = list[list[Segment]]
 SMALL_CACHE = 256  # entries: a few screens of lines

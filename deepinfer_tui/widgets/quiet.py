@@ -11,16 +11,18 @@ already one cell at the bottom, stays where it is.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.reactive import Reactive
 from textual.scroll_view import ScrollView
 from textual.scrollbar import ScrollBar, ScrollBarRender
+from textual.widget import Widget
 from textual.widgets import Static
 
 
@@ -109,3 +111,42 @@ def _scrollbar_look(bar: ScrollBar) -> Hashable | None:
         vertical=renderable.vertical,
     )
     return renderable.style, tuple(cells.segments), cells.new_lines
+
+
+def refresh_rows(widget: Widget, rows: Iterable[int], width: int) -> None:
+    """Repaint these content rows (ascending): one region per run, in one refresh call."""
+    regions: list[Region] = []
+    for y in rows:
+        if regions and regions[-1].bottom == y:
+            last = regions[-1]
+            regions[-1] = Region(0, last.y, width, last.height + 1)
+        else:
+            regions.append(Region(0, y, width, 1))
+    if regions:  # refresh() with no region repaints everything
+        widget.refresh(*regions)
+
+
+class RefreshesHeld:
+    """Mixin for a widget rebuilt in one go: inside `refreshes_held()`, refresh() only records
+    whether a repaint or a layout was asked for; the caller decides at the end what to do."""
+
+    _held: list[bool] | None = None  # [repaint, layout] asked for while held
+
+    def refresh(
+        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+    ) -> Any:
+        held = self._held
+        if held is None or recompose:
+            base: Any = super()
+            return base.refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+        held[0] = held[0] or repaint
+        held[1] = held[1] or layout
+        return self
+
+    @contextmanager
+    def refreshes_held(self) -> Iterator[list[bool]]:
+        self._held = wanted = [False, False]
+        try:
+            yield wanted
+        finally:
+            self._held = None

@@ -11,11 +11,11 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.geometry import Region
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from .keyed_table import ContentKeyedDataTable
 from .legend import CACHE_MARKS, status_mark
+from .quiet import RefreshesHeld, refresh_rows
 from .view import View
 
 # (key, header) in display order.
@@ -63,12 +63,10 @@ def _text(cell: Cell) -> Text:
     return Text(cell[0], style=cell[1])
 
 
-class RequestTable(ContentKeyedDataTable[Text]):
+class RequestTable(RefreshesHeld, ContentKeyedDataTable[Text]):
     """Requests in submission order; `show(view)` diffs against what is on screen."""
 
     def __init__(self, **kwargs: Any) -> None:
-        self._holding_refreshes = False  # inside show(): one refresh at the end, not per cell
-        self._refresh_held = False
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._shown: dict[str, tuple[Cell, ...]] = {}
         # Widest text seen per column: DataTable re-measures a whole column when asked to
@@ -94,28 +92,14 @@ class RequestTable(ContentKeyedDataTable[Text]):
         with suppress(RowDoesNotExist):
             self.move_cursor(row=self.get_row_index(request_id))
 
-    def refresh(
-        self,
-        *regions: Region,
-        repaint: bool = True,
-        layout: bool = False,
-        recompose: bool = False,
-    ) -> RequestTable:
-        if self._holding_refreshes and not layout and not recompose:
-            self._refresh_held = True  # the whole table repaints once when show() ends
-            return self
-        super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
-        return self
-
     def show(self, view: View) -> None:
         # update_cell refreshes the whole table each time: 64 rows x 3 changed cells a round.
-        self._holding_refreshes = True
-        try:
+        with self.refreshes_held() as wanted:
             changed = self._show(view)
-        finally:
-            self._holding_refreshes = False
-        if self._refresh_held:
-            self._refresh_held = False
+        repaint, layout = wanted
+        if layout:
+            self.refresh(layout=True)
+        elif repaint:
             self._refresh_rows(changed)
 
     def _refresh_rows(self, changed: list[str] | None) -> None:
@@ -129,10 +113,8 @@ class RequestTable(ContentKeyedDataTable[Text]):
             return
         top = round(self.scroll_offset.y) - (self.header_height if self.show_header else 0)
         width, height = self.size
-        for request_id in changed:
-            y = self.get_row_index(request_id) - top
-            if 0 <= y < height:
-                self.refresh(Region(0, y, width, 1))
+        rows = sorted(self.get_row_index(request_id) - top for request_id in changed)
+        refresh_rows(self, (y for y in rows if 0 <= y < height), width)
 
     def _show(self, view: View) -> list[str] | None:
         """Bring the rows up to date; returns the requests whose cells changed, or None if

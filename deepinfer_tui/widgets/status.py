@@ -53,7 +53,7 @@ class CommitTally:
 
     def _follow(self, log: Sequence[Event]) -> None:
         read = self._read
-        if read and (len(log) < read or not _same(log[read - 1], self._last)):
+        if read and (len(log) < read or not _same(self._last, log[read - 1])):
             read = 0
             self._per_round.clear()
         for event in log[read:]:
