@@ -40,12 +40,6 @@ DEFAULT_EXPORT_DIR = Path("deepinfer-exports")
 # of the whole heap: 50-80 ms pauses every few keypresses. With a larger threshold they die
 # young. The threshold is process-wide: the app raises it while it runs and restores it.
 GC_YOUNG_THRESHOLD = 10_000
-# Collections that do happen during a keypress still cost it: a young collection traverses
-# whatever the round has built so far (the snapshot alone is tens of thousands of objects),
-# and every tenth one also traverses the older survivors (~10 ms). The app pauses the
-# collector from a key's action until its frame is painted and resumes it right after, so
-# the collections run in the idle time after the frame instead of before it. Nothing is
-# skipped: the same objects are collected, only later.
 
 
 class ReplayFrame(Protocol):
@@ -237,7 +231,14 @@ class DebuggerApp(App[None]):
             self._gc_threshold = None
 
     def _pause_gc_until_painted(self) -> None:
-        """Hold garbage collection until the next frame is on screen (see GC_YOUNG_THRESHOLD)."""
+        """Hold garbage collection until the next frame is on screen.
+
+        Collections that do happen during a keypress still cost it: a young collection
+        traverses whatever the round has built so far (the snapshot alone is tens of thousands
+        of objects), and every tenth one also traverses the older survivors (~10 ms). Paused
+        from a key's action until its frame is painted, they run in the idle time after the
+        frame instead. Nothing is skipped: the same objects are collected, only later.
+        """
         if self._gc_paused or not gc.isenabled():
             return  # already paused, or disabled by someone else (theirs to turn back on)
         gc.disable()
