@@ -34,7 +34,7 @@ from .draft import (
 )
 from .kv import BlockPool
 from .model import State, TinyModel
-from .rows import BatchContext, RowBatchItem, Rows, Stored
+from .rows import BatchContext, FinishedRows, RowBatchItem, Rows, Stored
 
 Event = dict[str, Any]
 
@@ -61,7 +61,7 @@ class Request:
     confidences: list[float] = field(default_factory=list)
     tree: dict[str, Any] | None = None
     last_commit: dict[str, Any] | None = None
-    final: tuple[Rows, int] | None = None  # rows [0, cursor) copied out at finish, cursor
+    final: FinishedRows | None = None  # what rows [0, cursor) hold, copied out at finish
     preemptions: int = 0
     hashed: int = 0  # leading blocks whose prefix hash is set
     # The table this map was made for, and the slot of every position it covers (an int: the
@@ -351,7 +351,8 @@ class Engine:
         tokens = tuple(request.tokens)
         n = len(tokens)
         if request.final is not None:
-            stored, cursor = request.final
+            stored = request.final.rows()
+            cursor = len(stored)
         else:
             cursor = min(self._cursor(request, "target")) if request.table else 0
             stored = self._rows(request, "target", 0, cursor)
@@ -1224,13 +1225,14 @@ class Engine:
             self._publish(request, self.now() if now is None else now)
         if request.table:
             cursor = min(self._cursor(request, "target"))
-            stored = self._rows(request, "target", 0, cursor)
-            request.final = (stored, cursor)  # a copy already: the blocks go back now
+            # A copy of what the committed state reads: the blocks go back now.
+            slots = self._slots(request, 0, cursor)
+            request.final = self.pool.stores["target"].keep(slots, self.target.window)
             self.pool.release(request.table)
             request.table = []
             request.hashed = 0
         elif request.final is None:
-            request.final = (Rows.empty(self.target.layout), 0)
+            request.final = FinishedRows.empty(self.target.layout)
         if request.request_id in self._queue:
             self._queue.remove(request.request_id)
         request.status = "finished"

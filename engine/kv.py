@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import TinyModel
-from .rows import Rows, planes
+from .rows import FinishedRows, Rows, planes
 
 
 class PoolExhausted(Exception):
@@ -57,6 +57,18 @@ class ModelStore:
         planes(data[:, : self.split], self.width)[...] = stacked
         data[:, self.split :] = self.rest[slots]
         return Rows(data, self.layout)
+
+    def keep(self, slots: np.ndarray | slice, tail: int) -> FinishedRows:
+        """A copy of what a finished request's committed state reads at `slots` (see
+        `FinishedRows`): the planes and `source` of every slot, full rows of the last `tail`."""
+        stacked = self.planes[:, slots]
+        source = self.rest[slots, : self.width]
+        if isinstance(slots, slice):  # views: copy them
+            stacked, source = stacked.copy(), source.copy()
+            last = slice(max(slots.start, slots.stop - tail), slots.stop)
+        else:
+            last = slots[len(slots) - min(tail, len(slots)) :]
+        return FinishedRows(stacked, source, self.read(last))
 
     def copy_slots(
         self, source: np.ndarray | slice | int, target: np.ndarray | slice | int

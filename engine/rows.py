@@ -169,6 +169,39 @@ class Stored:
         return self.store.planes[:, self.index]
 
 
+class FinishedRows:
+    """What a finished request keeps of its rows once its blocks go back to the pool: every
+    position's global-attention planes and `source`, and the full rows of the last `tail`
+    positions. Its committed state reads nothing else (older positions' local and logits
+    columns are dead), and copying them too made finishing a long request cost milliseconds.
+    """
+
+    __slots__ = ("planes", "source", "tail")
+
+    def __init__(self, planes: np.ndarray, source: np.ndarray, tail: Rows) -> None:
+        self.planes = planes  # (4, n, W)
+        self.source = source  # (n, W)
+        self.tail = tail  # full rows of the last positions
+
+    @classmethod
+    def empty(cls, layout: Layout) -> FinishedRows:
+        width = layout.width
+        return cls(np.zeros((4, 0, width)), np.zeros((0, width)), Rows.empty(layout))
+
+    def __len__(self) -> int:
+        return self.source.shape[0]
+
+    def rows(self) -> Rows:
+        """All n rows, with zeros in the columns that were not kept."""
+        layout = self.tail.layout
+        count, kept = len(self), len(self.tail)
+        data = np.zeros((count, layout.size))
+        planes(data[:, layout.globals], layout.width)[...] = self.planes
+        data[:, layout.source] = self.source
+        data[count - kept :] = self.tail.data
+        return Rows(data, layout)
+
+
 @dataclass(frozen=True)
 class Joined:
     """Stored rows followed by rows computed earlier in the same call (a chunked prefill's
