@@ -43,6 +43,9 @@ class EngineSpec:
     draft_branching: int = 1
     max_draft_nodes: int = 16
     undo_depth: int | None = None  # None: the engine's default
+    # Stored positions our draft attends to (None: all). The reference's draft has no such
+    # setting: this is our draft's design, not the shape of the work.
+    draft_context: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +82,8 @@ class OurEngine:
         }
         if spec.undo_depth is not None:
             options["undo_depth"] = spec.undo_depth
+        if spec.draft_context is not None and spec.speculative:
+            options["draft_context"] = spec.draft_context
         return EngineConfig(**options)
 
     def build(self, spec: EngineSpec) -> Engine:

@@ -282,7 +282,7 @@ def render(results: dict[str, Any]) -> str:
         )
     if "long" in w:
         out.append("")
-        out.append(_render_long(w["long"], results.get("tuning", {}).get("long_draft_width")))
+        out.append(_render_long(w["long"], results.get("tuning", {})))
     memory = results.get("memory") or {}
     if memory:
         out.append("")
@@ -316,7 +316,7 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _render_long(long: dict[str, Any], draft_width: int | None) -> str:
+def _render_long(long: dict[str, Any], tuning: dict[str, Any]) -> str:
     ours = long.get("ours") or {}
     theirs = long.get("reference") or {}
     ratios = long.get("ratio") or {}
@@ -347,7 +347,10 @@ def _render_long(long: dict[str, Any], draft_width: int | None) -> str:
                     "; ".join(note),
                 ]
             )
-    depth = f"; speculative drafts a {draft_width}-token chain" if draft_width else ""
+    width, context = tuning.get("long_draft_width"), tuning.get("long_draft_context")
+    depth = f"; speculative drafts a {width}-token chain" if width else ""
+    if context:
+        depth += f", our draft reading the last {context} stored positions"
     title = f"long context (one request; prefill = first round; decode = after it{depth}):"
     return (
         title

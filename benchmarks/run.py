@@ -92,6 +92,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="draft depth of the long workload, a chain (both engines; default 4)",
     )
     parser.add_argument(
+        "--long-draft-context",
+        type=_positive_int_or_all,
+        default=256,
+        metavar="N|all",
+        help="stored positions our draft attends to in the long workload (default 256; all: "
+        "the whole history)",
+    )
+    parser.add_argument(
         "--undo-depth", type=int, default=None, help="our engine's undo_depth (default: engine's)"
     )
     args = parser.parse_args(argv)
@@ -112,6 +120,10 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_int_or_all(text: str) -> int | None:
+    return None if text == "all" else _positive_int(text)
+
+
 def progress(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -127,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         max_draft_nodes=args.max_draft_nodes,
         undo_depth=args.undo_depth,
         long_draft_width=args.long_draft_width,
+        long_draft_context=args.long_draft_context,
     )
     ours = OurEngine()
     module = None if args.no_reference else reference.load()

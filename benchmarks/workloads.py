@@ -57,6 +57,10 @@ class Tuning:
     # One long request verifies deeper chains profitably (the batch shapes share a round's
     # budget between 16 requests): `long` drafts this deep, as a chain.
     long_draft_width: int = 4
+    # A long request's draft attends to only the most recent stored positions (a windowed
+    # draft, as long-context self-speculation does): proposals get cheaper at long context,
+    # verification stays exact. None: the whole history.
+    long_draft_context: int | None = 256
 
 
 def shapes(quick: bool) -> dict[str, Any]:
@@ -215,6 +219,7 @@ def long_spec(length: int, shape: LongShape, speculative: bool, tuning: Tuning) 
         draft_branching=1,
         max_draft_nodes=tuning.long_draft_width,
         undo_depth=tuning.undo_depth,
+        draft_context=tuning.long_draft_context,
     )
 
 
