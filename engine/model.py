@@ -844,7 +844,9 @@ def _attend_two(
     """Softmax attention over two key sets without concatenating them (keeps a long stored
     context a zero-copy view)."""
     (k1, v1, b1), (k2, v2, b2) = first, second
-    s1 = q @ k1.swapaxes(-1, -2)
+    # OpenBLAS multiplies a few query rows by many keys about twice as fast when the queries
+    # are column-major (measured 43 vs 81 us for 5 x 4096 keys; the same for 1 or 8+ rows).
+    s1 = np.asfortranarray(q) @ k1.swapaxes(-1, -2)
     if b1 is not None:
         s1 += b1
     s2 = q @ k2.swapaxes(-1, -2)
