@@ -16,6 +16,7 @@ state, with a tree mask, and is what the engine runs. They must agree within 1e-
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -124,6 +125,7 @@ class _ChainAttention:
         width: int,
     ) -> None:
         self.out, self.k, self.width = out, k, width
+        self.written: set[int] = set()  # planes whose new rows are in place
         size, q, _ = out.shape
         self.q, self.chain = q, k + q
         # Query i (chain row k + i) sees chain rows 0..k + i.
@@ -151,14 +153,17 @@ class _ChainAttention:
         """Attention of (B, q, W) queries over key plane `plane` and value plane `plane + 1`,
         once the new rows' keys and values are in `out`."""
         width, k = self.width, self.k
-        new = planes(self.out[..., plane * width : (plane + 2) * width], width)  # (B, 2, q, W)
+        if plane not in self.written:  # every consumer layer reads the same shared planes
+            self.written.add(plane)
+            new = planes(self.out[..., plane * width : (plane + 2) * width], width)  # (B, 2, q, W)
+            if self.merged:
+                self.padded[:, plane : plane + 2, self.span - self.chain + k : self.span] = new
+            else:
+                self.tail[plane : plane + 2, k:] = new[0]
         if self.merged:
-            c = self.span - self.chain
-            self.padded[:, plane : plane + 2, c + k : self.span] = new
             keys = self.padded[:, plane, : self.span]
             return _attend(queries, keys, self.padded[:, plane + 1, : self.span], self.bias)
         stored, tail = self.stored, self.tail
-        tail[plane : plane + 2, k:] = new[0]
         # 2-D products: the stored planes are read in place, whatever their strides.
         mixed = _attend_two(
             queries.reshape(self.q, width),
@@ -219,12 +224,21 @@ class TinyModel:
         self._weights = weights
         self._identity: str | None = None
         self.layout = Layout(self.width, self.depth, self.vocab_size)
-        # Fused projections: one matmul where the maths has several (fewer NumPy calls).
+        # Fused projections for the engine's forwards: one matmul where the maths has several,
+        # with the query scale and each layer's decay folded in (fewer NumPy calls; the
+        # rounding differs from `full_forward`'s by ~1e-16, far inside the oracle tolerance).
+        scale = 1.0 / math.sqrt(self.width)
         wq, wk, wv, *_ = weights.encoder
-        self._encoder_qkv = np.concatenate([wq, wk, wv], axis=1)
+        self._encoder_qkv = np.concatenate([wq * scale, wk, wv], axis=1)
         self._shared_kv = np.concatenate(weights.shared, axis=1)
-        self._layer_in = [np.concatenate([m[0], m[1], m[2], m[4]], axis=1) for m in weights.layers]
-        self._layer_out = [np.concatenate([m[3], m[5]], axis=0) for m in weights.layers]
+        self._layer_in = [
+            np.concatenate([m[0] * scale, m[1], m[2], m[4] * scale], axis=1) for m in weights.layers
+        ]
+        decays = [LAYER_DECAY**index for index in range(self.depth)]
+        self._layer_out = [
+            decay * np.concatenate([m[3], m[5]], axis=0) for decay, m in zip(decays, weights.layers)
+        ]
+        self._feed_out = [decay * m[7] for decay, m in zip(decays, weights.layers)]
 
     def is_early_exit_of(self, other: TinyModel) -> bool:
         """True when this model is `other`'s first layers (any head): its rows for a position
@@ -522,7 +536,6 @@ class TinyModel:
         flat = np.empty((rows, layout.size))
         chain = _ChainAttention(context, flat.reshape(size, q, layout.size), earlier, k, width)
         local, local_bias = self._chain_local(context, positions, earlier, chain.causal)
-        scale = 1.0 / np.sqrt(width)
 
         def per_item(x: np.ndarray) -> np.ndarray:
             return x.reshape(size, q, x.shape[-1])
@@ -531,7 +544,7 @@ class TinyModel:
         x = self.embed(tokens, positions.reshape(rows))
         qkv = rms_norm(x) @ self._encoder_qkv
         flat[:, layout.encoder_keys.start : layout.encoder_values.stop] = qkv[:, width:]
-        attended = chain.attend(per_item(qkv[:, :width] * scale), ENCODER_PLANE)
+        attended = chain.attend(per_item(qkv[:, :width]), ENCODER_PLANE)
         x = x + attended.reshape(rows, width) @ wo
         source = x + feed_forward(x, f_in, f_out)
         flat[:, layout.source] = source
@@ -546,16 +559,15 @@ class TinyModel:
             start = 2 * index * width
             local[:, own:, start : start + 2 * width] = per_item(projected[:, width : 3 * width])
             local_out = _attend(
-                per_item(projected[:, :width] * scale),
+                per_item(projected[:, :width]),
                 local[..., start : start + width],
                 local[..., start + width : start + 2 * width],
                 local_bias,
             )
-            cross = chain.attend(per_item(projected[:, 3 * width :] * scale), SHARED_PLANE)
+            cross = chain.attend(per_item(projected[:, 3 * width :]), SHARED_PLANE)
             mixed = np.concatenate([local_out, cross], axis=-1).reshape(rows, 2 * width)
-            layer_scale = LAYER_DECAY**index
-            x = x + layer_scale * (mixed @ self._layer_out[index])
-            x = x + layer_scale * feed_forward(x, layer[6], layer[7])
+            x = x + mixed @ self._layer_out[index]
+            x = x + feed_forward(x, layer[6], self._feed_out[index])
         flat[:, layout.logits] = rms_norm(x) @ w.head
         return BatchRows([Rows(flat[b * q : (b + 1) * q], layout) for b in range(size)], flat)
 
@@ -724,7 +736,6 @@ class TinyModel:
         else:
             ctx_bias = _bias(ctx_visible) if (context.ragged or replay.any()) else None
             ext_bias = _bias(ext_visible)
-        scale = 1.0 / np.sqrt(width)
         enc_cols = slice(layout.encoder_keys.start, layout.encoder_values.stop)
         shared_cols = slice(layout.shared_keys.start, layout.shared_values.stop)
 
@@ -734,7 +745,7 @@ class TinyModel:
         h = rms_norm(x)
         qkv = h @ self._encoder_qkv
         put(enc_cols, qkv[..., width:])
-        q = qkv[..., :width] * scale
+        q = qkv[..., :width]
         if merged:
             g[:, :2, tail] = planes(extras[..., enc_cols], width)
             attended = _attend(q, g[:, 0, span], g[:, 1, span], global_bias)
@@ -762,7 +773,7 @@ class TinyModel:
         # Consumers: sliding local window + causal cross-attention over shared K/V.
         x = source
         for index, layer in enumerate(w.layers):
-            g_in, g_out = layer[6], layer[7]
+            g_in = layer[6]
             h = rms_norm(x)
             projected = h @ self._layer_in[index]  # local q | local k | local v | cross q
             keys_slice, values_slice = layout.local_keys(index), layout.local_values(index)
@@ -776,14 +787,14 @@ class TinyModel:
                 axis=1,
             )
             local = _attend(
-                projected[..., :width] * scale,
+                projected[..., :width],
                 local_kv[..., :width],
                 local_kv[..., width:],
                 local_bias,
             )
             if bounded:
                 local = local * local_seen[:, :, None]
-            cross_q = projected[..., 3 * width :] * scale
+            cross_q = projected[..., 3 * width :]
             if merged:
                 cross = _attend(cross_q, *cross_parts, global_bias)
             else:
@@ -792,9 +803,8 @@ class TinyModel:
                     (g[:, 2], g[:, 3], ctx_bias),
                     (extras[..., layout.shared_keys], extras[..., layout.shared_values], ext_bias),
                 )
-            layer_scale = LAYER_DECAY**index
-            x = x + layer_scale * (np.concatenate([local, cross], axis=-1) @ self._layer_out[index])
-            x = x + layer_scale * feed_forward(x, g_in, g_out)
+            x = x + np.concatenate([local, cross], axis=-1) @ self._layer_out[index]
+            x = x + feed_forward(x, g_in, self._feed_out[index])
         logits = rms_norm(x) @ w.head
 
         new = extras[q_batch, e_new_rows]  # (total new rows, F), flat in batch order
