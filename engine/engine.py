@@ -761,22 +761,35 @@ class Engine:
             empty = np.zeros(0, dtype=np.int64)
             return replace(item, tokens=empty, positions=empty, parents=empty, replay=0)
         position = len(plan.request.tokens) - 1 + depth
+        # Few NumPy calls (this runs per request per level): the new rows' three fields are
+        # rows of one array, the earlier rows' positions and parents halves of another.
+        new = np.array(
+            [
+                [tree.tokens[n] for n in nodes],
+                [position] * len(nodes),
+                [plan.draft_rows[tree.parents[n]] for n in nodes],
+            ],
+            dtype=np.int64,
+        )
+        earlier = np.concatenate(
+            [item.earlier_positions, item.positions, item.earlier_parents, item.parents]
+        )
+        count = len(earlier) // 2
         return RowBatchItem(
             context=item.context,
             local=item.local,
             local_positions=item.local_positions,
-            tokens=np.array([tree.tokens[n] for n in nodes], dtype=np.int64),
-            positions=np.array([position] * len(nodes), dtype=np.int64),
-            parents=np.array([plan.draft_rows[tree.parents[n]] for n in nodes], dtype=np.int64),
+            tokens=new[0],
+            positions=new[1],
+            parents=new[2],
             replay=0,
             local_lower=item.local_lower,
             consumer_from=item.consumer_from,
             earlier=plan.draft_out,
-            earlier_positions=np.concatenate([item.earlier_positions, item.positions]),
-            earlier_parents=np.concatenate([item.earlier_parents, item.parents]),
-            earlier_full=np.concatenate(
-                [item.earlier_full, np.arange(len(item.positions)) >= item.replay]
-            ),
+            earlier_positions=earlier[:count],
+            earlier_parents=earlier[count:],
+            # Only the first level's rows can be replays, and they lead it.
+            earlier_full=np.arange(count) >= plan.draft_replay,
         )
 
     def _catch_up_item(self, request: Request, role: str) -> RowBatchItem:
