@@ -61,8 +61,8 @@ class ModelStore:
     def keep(self, slots: np.ndarray | slice, tail: int) -> FinishedRows:
         """A copy of what a finished request's committed state reads at `slots` (see
         `FinishedRows`): the planes and `source` of every slot, full rows of the last `tail`."""
-        stacked = self.planes[:, slots]
-        source = self.rest[slots, : self.width]
+        start, stop = self.layout.source.start - self.split, self.layout.source.stop - self.split
+        stacked, source = self.planes[:, slots], self.rest[slots, start:stop]
         if isinstance(slots, slice):  # views: copy them
             stacked, source = stacked.copy(), source.copy()
             last = slice(max(slots.start, slots.stop - tail), slots.stop)
