@@ -43,17 +43,28 @@ GC_YOUNG_THRESHOLD = 10_000
 
 
 class ReplayFrame(Protocol):
-    snapshot: Mapping[str, Any]
-    log: Sequence[Mapping[str, Any]]
-    label: str
+    # Read-only members: a replay's own frames may hold narrower types (dict, list).
+    @property
+    def snapshot(self) -> Mapping[str, Any]: ...
+
+    @property
+    def log(self) -> Sequence[Mapping[str, Any]]: ...
+
+    @property
+    def label(self) -> str: ...
 
 
 class ReplayLike(Protocol):
     """What the app needs from `deepinfer_tui.replay.Replay` (read-only stepping)."""
 
-    frames: Sequence[ReplayFrame]
-    position: int
-    divergence: str | None
+    @property
+    def frames(self) -> Sequence[ReplayFrame]: ...
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def divergence(self) -> str | None: ...
 
     @property
     def current(self) -> ReplayFrame: ...
@@ -95,8 +106,9 @@ class DebuggerApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "deepinfer-tui"
     COMMANDS: ClassVar = App.COMMANDS | {DebuggerCommands}
-    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (NARROW_BELOW, "-medium"), (150, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar = [(0, "-short"), (32, "-tall")]
+    # Textual annotates these as instance attributes; ruff wants class-level lists as ClassVars.
+    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (NARROW_BELOW, "-medium"), (150, "-wide")]  # type: ignore[misc]
+    VERTICAL_BREAKPOINTS: ClassVar = [(0, "-short"), (32, "-tall")]  # type: ignore[misc]
     AUTO_RUN_INTERVAL = 0.25  # seconds between auto-stepped rounds: slow enough to watch
     AUTO_RUN_LIMIT = 500  # rounds per `r` press, so a runaway scenario cannot spin forever
 

@@ -43,7 +43,7 @@ class DebuggerCommands(Provider):
         host = self._host()
         if host is None:
             return []
-        entries = []
+        entries: list[tuple[str, str, Callable[[], None]]] = []
         for entry in host.palette_actions():
             state = "" if host.action_available(entry.action) else " (not available now)"
             text = f"{entry.title} [{entry.keys}]{state}"

@@ -117,9 +117,9 @@ class PrefixCache:
                 expired_hot = entry
         if best is None:
             return Lookup("cold", 0, None, "no live cached prefix for these tokens")
-        common, hot, entry = best
+        common, hot_rank, entry = best
         self.entries.move_to_end((entry.key, entry.tokens))
-        if hot:
+        if hot_rank:
             return Lookup(
                 "hot",
                 common,

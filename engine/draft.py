@@ -208,9 +208,12 @@ class Acceptance:
     kind: str  # "bonus" | "replacement" | "eos"
 
 
-def accept(tree: DraftTree, verified: list[int], argmax: dict[int, int], eos_id: int | None):
+def accept(
+    tree: DraftTree, verified: list[int], argmax: dict[int, int], eos_id: int | None
+) -> Acceptance:
     """Walk from the root taking the verified child equal to the target's argmax."""
-    node, path = ROOT, []
+    node = ROOT
+    path: list[int] = []
     children_of: dict[int, list[int]] = {}
     for child in verified:
         children_of.setdefault(tree.parents[child], []).append(child)
@@ -231,7 +234,7 @@ def accept(tree: DraftTree, verified: list[int], argmax: dict[int, int], eos_id:
 
 def validate_cost_curve(curve: object, max_batch_tokens: int) -> tuple[tuple[int, float], ...]:
     try:
-        points = tuple(tuple(p) for p in curve)  # type: ignore[union-attr]
+        points = tuple(tuple(p) for p in curve)  # type: ignore[attr-defined]
     except TypeError:
         raise ValueError(
             f"cost_curve must be a sequence of (size, cost) pairs, got {curve!r}"

@@ -483,8 +483,8 @@ class Engine:
                 states[block] = "shared" if self.pool.refcount[block] > 1 else "committed"
         for block in self.cache.blocks():
             states.setdefault(block, "cached")
-        for block in np.flatnonzero(~self.pool.free & (self.pool.refcount == 0)):
-            states.setdefault(int(block), "retained")
+        for retained in np.flatnonzero(~self.pool.free & (self.pool.refcount == 0)):
+            states.setdefault(int(retained), "retained")
         return states
 
     def _request_view(
@@ -700,6 +700,7 @@ class Engine:
                 nodes = expanding[index]
                 if not nodes:
                     continue
+                assert plan.draft_out is not None  # level 0 gave every drafting plan rows
                 base = len(plan.draft_out)
                 for offset, node in enumerate(nodes):
                     plan.draft_rows[node] = base + offset
@@ -815,13 +816,13 @@ class Engine:
         """The draft's first rows; with `draft_context` set, it sees only that many of the most
         recent stored positions (a proposal may be approximate; verification is exact)."""
         item = self._catch_up_item(request, role)
-        limit = self.config.draft_context
-        if limit is None or item.replay or len(item.context) <= limit:
+        limit, context = self.config.draft_context, item.context
+        if limit is None or item.replay or len(context) <= limit or not isinstance(context, Stored):
             return item
-        index = item.context.index
-        skip = len(item.context) - limit
+        index = context.index
+        skip = len(context) - limit
         index = slice(index.start + skip, index.stop) if isinstance(index, slice) else index[skip:]
-        return replace(item, context=Stored(item.context.store, index), context_key=None)
+        return replace(item, context=Stored(context.store, index), context_key=None)
 
     # -- budget and pool space ----------------------------------------------------------------
 
@@ -973,11 +974,13 @@ class Engine:
             return
         rows = self._store_rows(computed, flat)
         # The target's argmax at every verified node (and the root) of every plan, in one call.
-        offsets, index = 0, []
+        offsets = 0
+        index: list[int] = []
         for plan, out in computed:
             index.extend(offsets + row for row in plan.target_rows.values())
             offsets += len(out)
-        best = iter(rows[index, self.target.layout.logits].argmax(axis=-1).tolist())
+        logits = rows[np.array(index, dtype=np.intp), self.target.layout.logits]
+        best = iter(logits.argmax(axis=-1).tolist())
         for plan, out in computed:
             argmax = {node: next(best) for node in plan.target_rows}
             self._commit(plan, out, argmax, now)
@@ -992,26 +995,25 @@ class Engine:
         happened when the round reserved space), so no plan's commit touches another's rows.
         """
         store = self.pool.stores["target"]
-        full_slots = []
+        full: list[tuple[np.ndarray, Rows]] = []  # slots and rows of plans without replays
         for plan, out in computed:
             request, item = plan.request, plan.item
             assert item is not None
             consumer = self._cursor(request, "target")[1]
-            plan.slots = self._slot_array(request, consumer, consumer + len(out))
+            slots = plan.slots = self._slot_array(request, consumer, consumer + len(out))
             if item.replay:  # replayed positions keep their stored encoder state
-                store.write(
-                    plan.slots[: item.replay], out.take(slice(0, item.replay)), encoder=False
-                )
-                store.write(plan.slots[item.replay :], out.take(slice(item.replay, None)))
+                store.write(slots[: item.replay], out.take(slice(0, item.replay)), encoder=False)
+                store.write(slots[item.replay :], out.take(slice(item.replay, None)))
             else:
-                full_slots.append(plan.slots)
+                full.append((slots, out))
         rows = flat if flat is not None else np.concatenate([out.data for _, out in computed])
-        if len(full_slots) == len(computed):
-            store.write(np.concatenate(full_slots), Rows(rows, self.target.layout))
-        elif full_slots:
-            for plan, out in computed:
-                if not plan.item.replay:  # type: ignore[union-attr]
-                    store.write(plan.slots, out)
+        if len(full) == len(computed):
+            store.write(
+                np.concatenate([slots for slots, _ in full]), Rows(rows, self.target.layout)
+            )
+        else:
+            for slots, out in full:
+                store.write(slots, out)
         return rows
 
     def _verify_item(self, plan: _Plan) -> RowBatchItem:

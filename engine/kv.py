@@ -63,6 +63,7 @@ class ModelStore:
         `FinishedRows`): the planes and `source` of every slot, full rows of the last `tail`."""
         start, stop = self.layout.source.start - self.split, self.layout.source.stop - self.split
         stacked, source = self.planes[:, slots], self.rest[slots, start:stop]
+        last: slice | np.ndarray
         if isinstance(slots, slice):  # views: copy them
             stacked, source = stacked.copy(), source.copy()
             last = slice(max(slots.start, slots.stop - tail), slots.stop)

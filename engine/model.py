@@ -614,6 +614,7 @@ class TinyModel:
                 if not full_done
                 else Joined(item.context, computed.take(slice(item.replay, None)))
             )
+            local: Rows | Stored | Joined
             if start == 0:
                 local, local_positions = item.local, item.local_positions
             else:
@@ -624,6 +625,7 @@ class TinyModel:
                 local = computed.take(slice(reach, start))
                 local_positions = item.positions[reach:start]
                 if kept:
+                    assert not isinstance(item.local, Joined)  # only chunks are joined
                     local = Joined(_last_rows(item.local, kept), local)
                     local_positions = np.concatenate(
                         [item.local_positions[len(item.local_positions) - kept :], local_positions]

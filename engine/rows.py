@@ -207,7 +207,7 @@ class Joined:
     """Stored rows followed by rows computed earlier in the same call (a chunked prefill's
     growing context); positions stay contiguous across the join."""
 
-    first: Rows | Stored
+    first: Rows | Stored | Joined
     second: Rows
 
     def __len__(self) -> int:
@@ -238,7 +238,7 @@ class RowBatchItem:
     """
 
     context: Rows | Stored | Joined  # stored rows [0, encoder_length): encoder side is read
-    local: Rows | Stored  # stored rows at `local_positions`: their local K/V are read
+    local: Rows | Stored | Joined  # rows at `local_positions`: their local K/V are read
     local_positions: np.ndarray
     tokens: np.ndarray  # tokens of all new rows (replay rows included)
     positions: np.ndarray
