@@ -78,3 +78,31 @@ def test_log_view_matches_the_full_log_through_steps_undo_and_clock_moves() -> N
     for view, expected in views:
         assert list(view) == expected
         assert view[-1] is expected[-1] and len(view) == len(expected)
+
+
+def test_the_commit_tally_follows_steps_undo_and_rewritten_logs() -> None:
+    """The status bar's per-round tally reads only new events, yet always equals a recount."""
+    from deepinfer_tui.widgets.status import CommitTally
+    from deepinfer_tui.widgets.view import View
+
+    session = Session(default_scenario())
+    tally = CommitTally()
+
+    def check() -> None:
+        view = View(session.snapshot(), session.log_view())
+        assert tally.last_rounds(view, 6) == CommitTally().last_rounds(view, 6)
+
+    for action in ["step"] * 5 + ["undo", "step", "undo", "undo"] + ["step"] * 4:
+        getattr(session, action)()
+        check()
+    # Logs that lost their tail, or whose last read event was rewritten, are recounted.
+    log = list(session.log_view())
+    last_commit = max(i for i, e in enumerate(log) if e["kind"] == "commit")
+    shorter = log[: last_commit + 1]
+    rewritten = [*shorter[:-1], dict(shorter[-1], tokens=[*shorter[-1]["tokens"], 0])]
+    counts = []
+    for events in (shorter, rewritten):
+        view = View(session.snapshot(), events)
+        counts.append(tally.last_rounds(view, 6))
+        assert counts[-1] == CommitTally().last_rounds(view, 6)
+    assert sum(counts[1]) == sum(counts[0]) + 1

@@ -23,7 +23,7 @@ from textual.strip import Strip
 from ..describe import describe
 from .quiet import scrollbar_held, set_scroll_extent, set_scrollbar
 from .repaint_style import StyleOncePerRepaint
-from .view import Event, View
+from .view import Event, View, log_still_holds
 
 KIND_STYLES: dict[str, str] = {
     "commit": "green",
@@ -124,16 +124,12 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
             self.border_title = f"Commit log · only {filter_id} (f: all)"
 
     def _common_prefix(self, log: Sequence[Event]) -> int:
-        """How many of the considered events the new log still starts with.
-
-        The log only grows, or loses its tail on undo (or a replay frame back). Checking the
-        last shared position is enough for those; anything else rebuilds from scratch.
-        """
+        """How many of the considered events the new log still starts with (all it shares
+        with them, or none: anything else rebuilds from scratch)."""
         shared = min(len(log), len(self._events))
-        if shared == 0:
-            return 0
-        ours, theirs = self._events[shared - 1], log[shared - 1]
-        return shared if ours is theirs or ours == theirs else 0
+        if shared and log_still_holds(log, shared, self._events[shared - 1]):
+            return shared
+        return 0
 
     def _truncate(self, events: int) -> None:
         """Forget every event from index `events` on, with its lines and rows."""

@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from .legend import BLOCK_MARKS, STATUS_MARKS
 from .quiet import update_static
-from .view import Event, View
+from .view import Event, View, log_still_holds
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 16
@@ -35,8 +35,7 @@ def sparkline(values: Sequence[int], width: int = SPARK_WIDTH) -> str:
 class CommitTally:
     """Tokens committed per round, kept as the log grows: each refresh reads only new events.
 
-    The log only grows, or loses its tail (undo, a replay frame back); checking the last
-    event already read tells the two apart, and a shortened log is tallied again.
+    A log whose tail was rewritten (undo, a replay frame back) is tallied again.
     """
 
     def __init__(self) -> None:
@@ -53,7 +52,7 @@ class CommitTally:
 
     def _follow(self, log: Sequence[Event]) -> None:
         read = self._read
-        if read and (len(log) < read or not _same(self._last, log[read - 1])):
+        if not log_still_holds(log, read, self._last):
             read = 0
             self._per_round.clear()
         for event in log[read:]:
@@ -62,10 +61,6 @@ class CommitTally:
                 self._per_round[tick] = self._per_round.get(tick, 0) + len(event.get("tokens", ()))
         self._read = len(log)
         self._last = log[-1] if log else None
-
-
-def _same(ours: Event | None, theirs: Event) -> bool:
-    return ours is theirs or ours == theirs
 
 
 class StatusBar(Static):
