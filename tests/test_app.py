@@ -13,6 +13,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input
 
+from deepinfer_tui import tour
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.describe import describe
 from deepinfer_tui.scenario import default_scenario
@@ -77,12 +78,8 @@ def described(app: DebuggerApp) -> list[str]:
 
 
 async def select(pilot: Any, app: DebuggerApp, request_id: str) -> None:
-    """Move the table cursor with arrow keys until `request_id` is selected."""
-    table = app.query_one(RequestTable)
-    table.focus()
-    target = table.get_row_index(request_id)
-    while table.cursor_row != target:
-        await pilot.press("down" if table.cursor_row < target else "up")
+    """Select `request_id` with the arrow keys (as the tour does); the panes follow."""
+    await tour.select(pilot, request_id)
     await pilot.pause()
     assert app.selected_id == request_id
 
