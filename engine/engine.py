@@ -61,7 +61,7 @@ class Request:
     confidences: list[float] = field(default_factory=list)
     tree: dict[str, Any] | None = None
     last_commit: dict[str, Any] | None = None
-    final: FinishedRows | None = None  # what rows [0, cursor) hold, copied out at finish
+    final: FinishedRows | None = None  # what committed_state reads, copied out at finish
     preemptions: int = 0
     hashed: int = 0  # leading blocks whose prefix hash is set
     # The table this map was made for, and the slot of every position it covers (an int: the

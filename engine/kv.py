@@ -60,7 +60,8 @@ class ModelStore:
 
     def keep(self, slots: np.ndarray | slice, tail: int) -> FinishedRows:
         """A copy of what a finished request's committed state reads at `slots` (see
-        `FinishedRows`): the planes and `source` of every slot, full rows of the last `tail`."""
+        `FinishedRows`; `tail` must be at least the model's window): the planes and `source` of
+        every slot, full rows of the last `tail`."""
         start, stop = self.layout.source.start - self.split, self.layout.source.stop - self.split
         stacked, source = self.planes[:, slots], self.rest[slots, start:stop]
         last: slice | np.ndarray

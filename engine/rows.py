@@ -172,8 +172,9 @@ class Stored:
 class FinishedRows:
     """What a finished request keeps of its rows once its blocks go back to the pool: every
     position's global-attention planes and `source`, and the full rows of the last `tail`
-    positions. Its committed state reads nothing else (older positions' local and logits
-    columns are dead), and copying them too made finishing a long request cost milliseconds.
+    positions. With `tail` at least the model's window, its committed state reads nothing else
+    (older positions' local and logits columns are dead); copying them too made finishing a
+    long request cost milliseconds.
     """
 
     __slots__ = ("planes", "source", "tail")
