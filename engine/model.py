@@ -21,6 +21,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from .rows import BatchContext, BatchRows, Joined, Layout, RowBatchItem, Rows, Stored, planes
 
@@ -558,11 +559,13 @@ class TinyModel:
             flat[:, pair] = projected[:, width : 3 * width]
             start = 2 * index * width
             local[:, own:, start : start + 2 * width] = per_item(projected[:, width : 3 * width])
-            local_out = _attend(
+            local_out = _attend_window(
                 per_item(projected[:, :width]),
                 local[..., start : start + width],
                 local[..., start + width : start + 2 * width],
                 local_bias,
+                k + q,
+                self.window,
             )
             cross = chain.attend(per_item(projected[:, 3 * width :]), SHARED_PLANE)
             mixed = np.concatenate([local_out, cross], axis=-1).reshape(rows, 2 * width)
@@ -822,6 +825,7 @@ _FAR = -(10**12)  # a position no window reaches
 # Planes of `Layout.globals` (see `planes`): keys, then values, of each global attention.
 ENCODER_PLANE, SHARED_PLANE = 0, 2
 PREFILL_CHUNK = 256  # rows per chunk of a long prefill
+BANDED_MIN_ROWS = 32  # chain rows from which local attention runs over sliding windows
 PADDED_ROWS = 256  # padded batch contexts start with room for this many rows
 
 
@@ -846,6 +850,39 @@ def _attend(q: np.ndarray, keys: np.ndarray, values: np.ndarray, bias: np.ndarra
     scores -= scores.max(axis=-1, keepdims=True)
     np.exp(scores, out=scores)
     return (scores @ values) / scores.sum(axis=-1, keepdims=True)
+
+
+def _attend_window(
+    q: np.ndarray,
+    keys: np.ndarray,
+    values: np.ndarray,
+    bias: np.ndarray,
+    contiguous: int,
+    window: int,
+) -> np.ndarray:
+    """Local attention of a chain's new rows (the last of `keys`' rows; the last `contiguous`
+    rows hold consecutive positions). A query whose `window` rows all lie among those sees
+    exactly them, so a long chain (a prefill) attends over sliding windows of the keys:
+    O(q x window) scores instead of O(q x rows). The first queries take the masked path."""
+    count = q.shape[1]
+    head = min(count, max(0, window - 1 - (contiguous - count)))  # reach before the chain
+    if count - head < BANDED_MIN_ROWS:
+        return _attend(q, keys, values, bias)
+    out = np.empty_like(q)
+    if head:
+        out[:, :head] = _attend(q[:, :head], keys, values, bias[:, :head])
+    # Window j covers rows [first + j, first + j + window); query `head` ends at its own row.
+    first = keys.shape[1] - contiguous
+    start = contiguous - count + head - window + 1
+    rows = slice(start, start + count - head)
+    key_windows = sliding_window_view(keys[:, first:], window, axis=1)[:, rows]
+    value_windows = sliding_window_view(values[:, first:], window, axis=1)[:, rows]
+    scores = (q[:, head:, None, :] @ key_windows)[:, :, 0, :]  # (B, n, window), all visible
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    mixed = (scores[:, :, None, :] @ value_windows.swapaxes(-1, -2))[:, :, 0, :]
+    out[:, head:] = mixed / scores.sum(axis=-1, keepdims=True)
+    return out
 
 
 def _attend_two(

@@ -156,6 +156,31 @@ def test_bounded_prefills_in_a_uniform_batch_keep_their_bounds(mode: str) -> Non
         assert max_difference(out.data, plain) > 1e-6
 
 
+@pytest.mark.parametrize("window", [1, 2, 5, 8, 33, 40])
+@pytest.mark.parametrize("stored", [0, 3, 9, 50])
+@pytest.mark.parametrize("items", [1, 3])
+def test_long_chains_attend_over_sliding_windows_exactly(
+    window: int, stored: int, items: int
+) -> None:
+    """A long chain (a prefill) computes its local attention over sliding windows once its
+    rows' windows lie inside the chain; its first rows (whose windows reach the stored rows,
+    padded when the batch is ragged in window rows) take the masked path. Both must equal
+    full recompute, for windows narrower and wider than the chain's head and stored part."""
+    model = TinyModel(seed=11, window=window, width=8, depth=2, vocab_size=16)
+    rng = np.random.default_rng(window * 100 + stored)
+    new = 70  # well past the rows from which the windowed path is taken
+    batch, expected = [], []
+    for index in range(items):
+        # Ragged stored windows in a batch: each item stores a different number of rows.
+        have = max(0, stored - 2 * index)
+        tokens = tuple(int(t) for t in rng.integers(0, 16, have + new))
+        item, full = chain_item(model, tokens, have)
+        batch.append(item)
+        expected.append(full.data[have:])
+    for out, want in zip(model.compute_rows(batch), expected):
+        assert max_difference(out.data, want) < TOLERANCE
+
+
 def test_rows_do_not_depend_on_which_positions_a_model_met_before() -> None:
     """Positional rows are computed once and kept: a model that first met far positions, or
     whose frequencies were replaced since, must compute exactly what a fresh model does."""
