@@ -159,13 +159,14 @@ def test_bounded_prefills_in_a_uniform_batch_keep_their_bounds(mode: str) -> Non
 @pytest.mark.parametrize("window", [1, 2, 5, 8, 33, 40])
 @pytest.mark.parametrize("stored", [0, 3, 9, 50])
 @pytest.mark.parametrize("items", [1, 3])
-def test_long_chains_attend_over_sliding_windows_exactly(
+def test_long_chains_take_windowed_and_blocked_attention_exactly(
     window: int, stored: int, items: int
 ) -> None:
     """A long chain (a prefill) computes its local attention over sliding windows once its
     rows' windows lie inside the chain; its first rows (whose windows reach the stored rows,
-    padded when the batch is ragged in window rows) take the masked path. Both must equal
-    full recompute, for windows narrower and wider than the chain's head and stored part."""
+    padded when the batch is ragged in window rows) take the masked path. A batch of them runs
+    global attention in blocks of queries, each over the keys up to its last row. All must
+    equal full recompute, for windows narrower and wider than the chain's head."""
     model = TinyModel(seed=11, window=window, width=8, depth=2, vocab_size=16)
     rng = np.random.default_rng(window * 100 + stored)
     new = 70  # well past the rows from which the windowed path is taken
