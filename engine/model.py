@@ -164,7 +164,9 @@ class _ChainAttention:
         if self.merged:
             keys = self.padded[:, plane, : self.span]
             values = self.padded[:, plane + 1, : self.span]
-            if self.q < 2 * CAUSAL_BLOCK_ROWS:
+            stored, rows = self.span - self.chain, queries.shape[0] * self.q
+            few = self.q <= CAUSAL_BLOCK_ROWS or rows < CAUSAL_BLOCK_MIN_QUERIES
+            if few or stored > self.chain:
                 return _attend(queries, keys, values, self.bias)
             # A long chain (a prefill) in blocks of queries, each over the keys up to its last
             # row: the later chain rows are masked for it anyway (a quarter less work at 2).
@@ -840,8 +842,16 @@ _FAR = -(10**12)  # a position no window reaches
 # Planes of `Layout.globals` (see `planes`): keys, then values, of each global attention.
 ENCODER_PLANE, SHARED_PLANE = 0, 2
 PREFILL_CHUNK = 256  # rows per chunk of a long prefill
-BANDED_MIN_ROWS = 32  # chain rows from which local attention runs over sliding windows
-CAUSAL_BLOCK_ROWS = 32  # query rows per block of a long chain's global attention
+# When a long chain's local attention runs over sliding windows (measured, one BLAS thread): a
+# masked score costs ~8.5 ns, while each windowed query costs about as much as 48 scores and each
+# windowed call as 5,000; the windows are taken when they save more than that.
+WINDOW_QUERY_SCORES = 48
+WINDOW_CALL_SCORES = 5_000
+# A batch of long chains runs global attention in blocks of this many queries when the chains
+# are at least as long as the stored rows and hold this many query rows in all (measured: 15-33%
+# faster there; slower with short chains or long stored contexts, where blocks re-read keys).
+CAUSAL_BLOCK_ROWS = 32
+CAUSAL_BLOCK_MIN_QUERIES = 256
 PADDED_ROWS = 256  # padded batch contexts start with room for this many rows
 
 
@@ -880,9 +890,10 @@ def _attend_window(
     rows hold consecutive positions). A query whose `window` rows all lie among those sees
     exactly them, so a long chain (a prefill) attends over sliding windows of the keys:
     O(q x window) scores instead of O(q x rows). The first queries take the masked path."""
-    count = q.shape[1]
+    size, count = q.shape[:2]
     head = min(count, max(0, window - 1 - (contiguous - count)))  # reach before the chain
-    if count - head < BANDED_MIN_ROWS:
+    saved = size * (count - head) * (keys.shape[1] - WINDOW_QUERY_SCORES)
+    if saved < WINDOW_CALL_SCORES:
         return _attend(q, keys, values, bias)
     out = np.empty_like(q)
     if head:

@@ -156,7 +156,7 @@ def test_bounded_prefills_in_a_uniform_batch_keep_their_bounds(mode: str) -> Non
         assert max_difference(out.data, plain) > 1e-6
 
 
-@pytest.mark.parametrize("window", [1, 2, 5, 8, 33, 40])
+@pytest.mark.parametrize("window", [1, 2, 5, 8, 33, 40, 200])
 @pytest.mark.parametrize("stored", [0, 3, 9, 50])
 @pytest.mark.parametrize("items", [1, 3])
 def test_long_chains_take_windowed_and_blocked_attention_exactly(
@@ -169,7 +169,7 @@ def test_long_chains_take_windowed_and_blocked_attention_exactly(
     equal full recompute, for windows narrower and wider than the chain's head."""
     model = TinyModel(seed=11, window=window, width=8, depth=2, vocab_size=16)
     rng = np.random.default_rng(window * 100 + stored)
-    new = 70  # well past the rows from which the windowed path is taken
+    new = 130  # long enough for the windowed path alone and for blocks in a batch of three
     batch, expected = [], []
     for index in range(items):
         # Ragged stored windows in a batch: each item stores a different number of rows.
@@ -180,6 +180,32 @@ def test_long_chains_take_windowed_and_blocked_attention_exactly(
         expected.append(full.data[have:])
     for out, want in zip(model.compute_rows(batch), expected):
         assert max_difference(out.data, want) < TOLERANCE
+
+
+@pytest.mark.parametrize("window", [1, 4, 12, 30])
+def test_a_long_chain_after_earlier_rows_of_the_same_round_is_exact(window: int) -> None:
+    """A long chain that follows rows an earlier call computed this round (k > 0): its
+    windows may start among those rows, and its blocks reach past them."""
+    model = TinyModel(seed=3, window=window, width=8, depth=2, vocab_size=16)
+    tokens = tuple(int(t) for t in np.random.default_rng(window).integers(0, 16, 150))
+    firsts, expected = [], []
+    for shift in range(3):
+        first, full = chain_item(model, tokens[shift:], 5)
+        first = dataclasses.replace(
+            first,
+            tokens=first.tokens[:10],
+            positions=first.positions[:10],
+            parents=first.parents[:10],
+        )
+        firsts.append(first)
+        expected.append(full.data[15:])
+    earlier = model.compute_rows(firsts)
+    levels = [
+        level_item(first, rows, list(tokens[shift:]), 130)
+        for shift, (first, rows) in enumerate(zip(firsts, earlier))
+    ]
+    for out, want in zip(model.compute_rows(levels), expected):
+        assert max_difference(out.data, want[: len(out.data)]) < TOLERANCE
 
 
 def test_rows_do_not_depend_on_which_positions_a_model_met_before() -> None:
