@@ -114,7 +114,8 @@ class _Plan:
     tree: DraftTree
     draft_rows: dict[int, int] = field(default_factory=dict)  # tree node -> draft row index
     draft_item: RowBatchItem | None = None
-    draft_out: Rows | None = None
+    # Each draft level's rows, joined only when read (the last level's usually never are).
+    draft_parts: list[Rows] = field(default_factory=list)
     selected: list[int] = field(default_factory=list)
     item: RowBatchItem | None = None
     frontier: list[int] = field(default_factory=list)  # newest draft nodes, to expand next
@@ -122,6 +123,14 @@ class _Plan:
     target_rows: dict[int, int] = field(default_factory=dict)  # tree node -> target row
     base_item: RowBatchItem | None = None  # the target's catch-up rows, built once a round
     slots: np.ndarray | None = None  # pool slots of the target rows computed this round
+
+    @property
+    def draft_out(self) -> Rows | None:
+        """Every draft row computed this round, in order (None before the first level)."""
+        parts = self.draft_parts
+        if len(parts) > 1:
+            parts[:] = [Rows.concat(parts)]
+        return parts[0] if parts else None
 
 
 _ENGINE_SERIALS = itertools.count()
@@ -670,15 +679,18 @@ class Engine:
             context = replace(shared, local=shared.local[..., :layer], local_room=local_room)
         else:
             context = self.draft.batch_context(items, tail=tail)
-        outputs = self._draft_outputs(active, items, context)
+        outputs, logits = self._draft_outputs(active, items, context)
         expanding = []
         for plan, item, out in zip(active, items, outputs):
-            plan.draft_item, plan.draft_out = item, out
+            plan.draft_item, plan.draft_parts = item, [out]
             plan.draft_replay = item.replay
             plan.draft_rows[ROOT] = len(out) - 1
             self.counters["draft_rows"] += len(out)
             expanding.append([ROOT] if len(out) else [])
-        last_rows = np.concatenate([out.logits[-1:] for out in outputs])
+        if logits is None:
+            last_rows = np.concatenate([out.logits[-1:] for out in outputs])
+        else:  # every plan's last row, out of the forward's one array
+            last_rows = logits[np.cumsum([len(out) for out in outputs]) - 1]
         self._expand_level(active, expanding, last_rows, node_cap)
         for depth in range(1, depth_cap):
             expanding = []
@@ -693,23 +705,22 @@ class Engine:
             if not any(expanding):
                 break
             items = [self._level_item(plan, nodes, depth) for plan, nodes in zip(active, expanding)]
-            outputs = self._draft_outputs(active, items, context)
+            outputs, logits = self._draft_outputs(active, items, context)
             for index, (plan, item, out) in enumerate(zip(active, items, outputs)):
                 if plan.request.status == "finished":  # its draft failed: no rows, no children
                     expanding[index] = []
                 nodes = expanding[index]
                 if not nodes:
                     continue
-                assert plan.draft_out is not None  # level 0 gave every drafting plan rows
-                base = len(plan.draft_out)
+                base = sum(len(part) for part in plan.draft_parts)
                 for offset, node in enumerate(nodes):
                     plan.draft_rows[node] = base + offset
                 plan.draft_item = item
-                plan.draft_out = Rows.concat([plan.draft_out, out])
+                plan.draft_parts.append(out)
                 self.counters["draft_rows"] += len(nodes)
-            self._expand_level(
-                active, expanding, np.concatenate([o.logits for o in outputs]), node_cap
-            )
+            if logits is None:
+                logits = np.concatenate([out.logits for out in outputs])
+            self._expand_level(active, expanding, logits, node_cap)
         for plan in active:
             if plan.request.status == "finished":
                 continue
@@ -720,11 +731,12 @@ class Engine:
 
     def _draft_outputs(
         self, plans: list[_Plan], items: list[RowBatchItem], context: BatchContext
-    ) -> list[Rows]:
+    ) -> tuple[list[Rows], np.ndarray | None]:
         """A draft forward; a request whose draft fails finishes with an error (its rows are
-        replaced by empty ones so the batch keeps its shape for the next level)."""
+        replaced by empty ones so the batch keeps its shape for the next level). Also returns
+        the logits of every row, plan after plan, when all plans succeeded (None otherwise)."""
         assert self.draft is not None
-        outputs, _ = self._forward_isolated(self.draft, items, context)
+        outputs, flat = self._forward_isolated(self.draft, items, context)
         self.counters["draft_forwards"] += 1
         rows = []
         for plan, out in zip(plans, outputs):
@@ -733,7 +745,7 @@ class Engine:
                     self._finish(plan.request, "error", f"draft {type(out).__name__}: {out}")
                 out = Rows.empty(self.draft.layout, 0)
             rows.append(out)
-        return rows
+        return rows, None if flat is None else flat[:, self.draft.layout.logits]
 
     def _expand_level(
         self, plans: list[_Plan], expanding: list[list[int]], logits: np.ndarray, cap: int
