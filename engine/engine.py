@@ -784,10 +784,18 @@ class Engine:
             ],
             dtype=np.int64,
         )
-        earlier = np.concatenate(
-            [item.earlier_positions, item.positions, item.earlier_parents, item.parents]
-        )
-        count = len(earlier) // 2
+        if len(item.earlier_positions):
+            earlier = np.concatenate(
+                [item.earlier_positions, item.positions, item.earlier_parents, item.parents]
+            )
+            count = len(earlier) // 2
+            earlier_positions, earlier_parents = earlier[:count], earlier[count:]
+        else:  # after the first level, its rows are the earlier rows as they stand
+            earlier_positions, earlier_parents = item.positions, item.parents
+            count = len(earlier_positions)
+        # Only the first level's rows can be replays, and they lead it.
+        replay = plan.draft_replay
+        full = np.arange(count) >= replay if replay else np.ones(count, dtype=bool)
         return RowBatchItem(
             context=item.context,
             local=item.local,
@@ -799,10 +807,9 @@ class Engine:
             local_lower=item.local_lower,
             consumer_from=item.consumer_from,
             earlier=plan.draft_out,
-            earlier_positions=earlier[:count],
-            earlier_parents=earlier[count:],
-            # Only the first level's rows can be replays, and they lead it.
-            earlier_full=np.arange(count) >= plan.draft_replay,
+            earlier_positions=earlier_positions,
+            earlier_parents=earlier_parents,
+            earlier_full=full,
         )
 
     def _catch_up_item(self, request: Request, role: str) -> RowBatchItem:
