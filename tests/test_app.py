@@ -158,9 +158,14 @@ async def test_cancel_finishes_the_selected_queued_and_running_requests() -> Non
 
         await select(pilot, app, "request-1")
         assert request_view(app, "request-1")["status"] == "running"
+        assert " committed · pending " in str(app.query_one(BlockMap).table)
         await pilot.press("c")
-        assert request_view(app, "request-1")["finish_reason"] == "cancelled"
+        cancelled = request_view(app, "request-1")
+        assert cancelled["finish_reason"] == "cancelled"
         assert "request-1 finished: cancelled" in log_text(app)
+        # A finished request holds no rows and waits for no token: its heading says so.
+        heading = str(app.query_one(BlockMap).table).splitlines()[0]
+        assert heading.endswith(f"finished · {len(cancelled['generated'])} generated")
 
 
 async def test_keys_that_cannot_act_are_dimmed_and_do_nothing() -> None:

@@ -48,7 +48,10 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
     mark = status_mark(request)
     text.append(f"{request['id']} ", style="bold")
     text.append(f"{mark.symbol} {request['status']}", style=mark.style)
-    text.append(f" · {committed} committed · pending {request.get('pending_token')}")
+    if request["status"] == "finished":  # it holds no rows and waits for no token any more
+        text.append(f" · {len(request.get('generated', ()))} generated")
+    else:
+        text.append(f" · {committed} committed · pending {request.get('pending_token')}")
     if window_stop > window_start:
         text.append(" · window ")
         text.append(f"‹{window_start}–{window_stop - 1}›", style=SLOT_MARKS["window"].style)
