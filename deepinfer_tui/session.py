@@ -50,6 +50,19 @@ class LogView(Sequence[Event]):
         return self._events[index]
 
 
+def log_still_holds(log: Sequence[Event], read: int, last: Event | None) -> bool:
+    """Whether `log` still starts with the `read` events a reader took from it before (`last`
+    the last of them). A log only grows or loses its tail (undo, a replay frame back), so
+    that one position tells; a reader takes a rewritten log again from the start.
+
+    By identity, not equality: after an undo the engine may write an equal event at that
+    position while an earlier one differs, and every view of one session shares its events.
+    """
+    if read == 0:
+        return True
+    return len(log) >= read and log[read - 1] is last
+
+
 class ManualClock:
     """The engine's injected clock: time moves only when the session says so."""
 
@@ -259,13 +272,10 @@ class Session:
         unless undo rewrote the tail, which starts a fresh list (older views stay intact)."""
         merged, seen_trace, seen_notes = self._merged
         trace, notes = self.engine.trace, self.notes
-        fresh = (
-            len(trace) < seen_trace
-            or len(notes) < seen_notes
-            or (seen_trace and trace[seen_trace - 1] is not self._last_trace_event)
-            or (seen_notes and notes[seen_notes - 1] is not self._last_note)
-        )
-        if fresh:
+        if not (
+            log_still_holds(trace, seen_trace, self._last_trace_event)
+            and log_still_holds(notes, seen_notes, self._last_note)
+        ):
             merged = self.log()
         else:
             _merge_into(merged, trace, seen_trace, notes[seen_notes:])

@@ -3,7 +3,9 @@
 import pytest
 
 from deepinfer_tui.scenario import default_scenario
-from deepinfer_tui.session import Session
+from deepinfer_tui.session import Session, log_still_holds
+from deepinfer_tui.widgets.status import CommitTally
+from deepinfer_tui.widgets.view import View
 from engine import greedy_generate
 
 
@@ -82,9 +84,6 @@ def test_log_view_matches_the_full_log_through_steps_undo_and_clock_moves() -> N
 
 def test_the_commit_tally_follows_steps_undo_and_rewritten_logs() -> None:
     """The status bar's per-round tally reads only new events, yet always equals a recount."""
-    from deepinfer_tui.widgets.status import CommitTally
-    from deepinfer_tui.widgets.view import View
-
     session = Session(default_scenario())
     tally = CommitTally()
 
@@ -106,3 +105,14 @@ def test_the_commit_tally_follows_steps_undo_and_rewritten_logs() -> None:
         counts.append(tally.last_rounds(view, 6))
         assert counts[-1] == CommitTally().last_rounds(view, 6)
     assert sum(counts[1]) == sum(counts[0]) + 1
+
+
+def test_a_log_rewritten_behind_an_equal_event_is_read_again() -> None:
+    """Readers of the log (the merged session log, the commit log, the status tally) check one
+    position: it must be the very event they read, since after an undo the engine can write an
+    equal event there while an earlier one differs."""
+    read = [{"kind": "a"}, {"kind": "b"}, {"kind": "c"}]
+    assert log_still_holds([*read, {"kind": "d"}], 3, read[-1])
+    assert log_still_holds([], 0, None)
+    assert not log_still_holds(read[:2], 3, read[-1])
+    assert not log_still_holds([read[0], {"kind": "x"}, dict(read[2])], 3, read[-1])

@@ -21,9 +21,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..describe import describe
+from ..session import log_still_holds
 from .quiet import scrollbar_held, set_scroll_extent, set_scrollbar
 from .repaint_style import StyleOncePerRepaint
-from .view import Event, View, log_still_holds
+from .view import Event, View
 
 KIND_STYLES: dict[str, str] = {
     "commit": "green",

@@ -8,9 +8,10 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from ..session import log_still_holds
 from .legend import BLOCK_MARKS, STATUS_MARKS
 from .quiet import update_static
-from .view import Event, View, log_still_holds
+from .view import Event, View
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 16

@@ -70,15 +70,3 @@ class View:
             for entry in self.snapshot.get("cache", [])
             if entry["tokens"] and sequence[: len(entry["tokens"])] == list(entry["tokens"])
         ]
-
-
-def log_still_holds(log: Sequence[Event], read: int, last: Event | None) -> bool:
-    """Whether `log` still starts with the `read` events a pane took from it before (`last`
-    the last of them). A log only grows or loses its tail (undo, a replay frame back), so
-    that one position tells; a pane reads a rewritten log again."""
-    if read == 0:
-        return True
-    if len(log) < read:
-        return False
-    found = log[read - 1]
-    return found is last or found == last
