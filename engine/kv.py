@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import TinyModel
-from .rows import FinishedRows, Rows, planes
+from .rows import FinishedRows, Rows, Stored, planes
 
 
 class PoolExhausted(Exception):
@@ -62,8 +62,8 @@ class ModelStore:
         """A copy of what a finished request's committed state reads at `slots` (see
         `FinishedRows`; `tail` must be at least the model's window): the planes and `source` of
         every slot, full rows of the last `tail`."""
-        start, stop = self.layout.source.start - self.split, self.layout.source.stop - self.split
-        stacked, source = self.planes[:, slots], self.rest[slots, start:stop]
+        stored = Stored(self, slots)
+        stacked, source = stored.planes(), stored.columns(self.layout.source)
         last: slice | np.ndarray
         if isinstance(slots, slice):  # views: copy them
             stacked, source = stacked.copy(), source.copy()
