@@ -8,7 +8,7 @@ part of a batched forward and `BatchContext` the stored rows a batch attends to,
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,13 +107,15 @@ class Rows:
     @property
     def local_keys(self) -> np.ndarray:
         """(depth, n, W)"""
-        return np.stack([self.data[:, self.layout.local_keys(i)] for i in range(self.layout.depth)])
+        return self._per_layer(self.layout.local_keys)
 
     @property
     def local_values(self) -> np.ndarray:
-        return np.stack(
-            [self.data[:, self.layout.local_values(i)] for i in range(self.layout.depth)]
-        )
+        """(depth, n, W)"""
+        return self._per_layer(self.layout.local_values)
+
+    def _per_layer(self, columns: Callable[[int], slice]) -> np.ndarray:
+        return np.stack([self._column(columns(layer)) for layer in range(self.layout.depth)])
 
     @property
     def logits(self) -> np.ndarray:
