@@ -142,6 +142,7 @@ class _ChainAttention:
             return
         context.reserve(self.chain)
         self.padded, c = context.globals, context.stored
+        self.stored_rows = c  # padded: the chain's rows follow the stored ones
         self.span = c + self.chain
         if earlier is not None:
             self.padded[:, :, c : c + k] = planes(earlier[..., :globals_width], width)
@@ -158,22 +159,21 @@ class _ChainAttention:
             self.written.add(plane)
             new = planes(self.out[..., plane * width : (plane + 2) * width], width)  # (B, 2, q, W)
             if self.merged:
-                self.padded[:, plane : plane + 2, self.span - self.chain + k : self.span] = new
+                self.padded[:, plane : plane + 2, self.stored_rows + k : self.span] = new
             else:
                 self.tail[plane : plane + 2, k:] = new[0]
         if self.merged:
             keys = self.padded[:, plane, : self.span]
             values = self.padded[:, plane + 1, : self.span]
-            stored, rows = self.span - self.chain, queries.shape[0] * self.q
-            few = self.q <= CAUSAL_BLOCK_ROWS or rows < CAUSAL_BLOCK_MIN_QUERIES
-            if few or stored > self.chain:
+            few = self.q <= CAUSAL_BLOCK_ROWS or len(queries) * self.q < CAUSAL_BLOCK_MIN_QUERIES
+            if few or self.stored_rows > self.chain:
                 return _attend(queries, keys, values, self.bias)
             # A long chain (a prefill) in blocks of queries, each over the keys up to its last
             # row: the later chain rows are masked for it anyway (a quarter less work at 2).
             out = np.empty_like(queries)
             for low in range(0, self.q, CAUSAL_BLOCK_ROWS):
                 high = min(self.q, low + CAUSAL_BLOCK_ROWS)
-                reach = self.span - self.chain + k + high
+                reach = self.stored_rows + k + high
                 out[:, low:high] = _attend(
                     queries[:, low:high],
                     keys[:, :reach],
