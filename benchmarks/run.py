@@ -27,6 +27,7 @@ from environment import environment  # noqa: E402
 from report import batch_ratios, evaluate_targets, long_ratios, render  # noqa: E402
 from tui_latency import run_tui_repeated  # noqa: E402
 from workloads import (  # noqa: E402
+    MAX_RUNS_PER_TURN,
     WORKLOAD_NAMES,
     Tuning,
     batch_memory,
@@ -69,6 +70,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="timed runs per workload; the median is reported (default 1)",
     )
     parser.add_argument(
+        "--min-turn-seconds",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="within each repeat, run an engine again until its runs last this long (at most "
+        f"{MAX_RUNS_PER_TURN} runs; default 0.5, quick 0): short runs are noisy",
+    )
+    parser.add_argument(
         "--time-limit",
         type=float,
         default=None,
@@ -107,6 +116,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--undo-depth must be >= 0")
     if args.time_limit is not None and not args.time_limit > 0:
         parser.error("--time-limit must be positive")
+    if args.min_turn_seconds is not None and not args.min_turn_seconds >= 0:
+        parser.error("--min-turn-seconds must be zero or positive")
     return args
 
 
@@ -133,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     selected = [n for n in WORKLOAD_NAMES if n in (args.workload or WORKLOAD_NAMES)]
     all_shapes = shapes(args.quick)
     time_limit = args.time_limit or (30.0 if args.quick else 180.0)
+    min_turn_seconds = args.min_turn_seconds
+    if min_turn_seconds is None:
+        min_turn_seconds = 0.0 if args.quick else 0.5
     tuning = Tuning(
         draft_width=args.draft_width,
         draft_branching=args.branching,
@@ -152,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         "environment": environment(BENCHMARKS.parent),
         "tuning": tuning.__dict__,
         "time_limit_seconds": time_limit,
+        "min_turn_seconds": min_turn_seconds,
         "comparison_note": reference.COMPARISON_NOTE,
         "reference": {
             "available": theirs is not None,
@@ -180,7 +195,12 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"{name} on {' and '.join(e.label for e in engines)}, in turns")
             entry.update(
                 run_batch_in_turns(
-                    engines, shape, tuning, time_limit=time_limit, repeat=args.repeat
+                    engines,
+                    shape,
+                    tuning,
+                    time_limit=time_limit,
+                    repeat=args.repeat,
+                    min_turn_seconds=min_turn_seconds,
                 )
             )
             entry["ratio"] = batch_ratios(entry["ours"], entry.get("reference"))
@@ -200,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                     time_limit=time_limit,
                     repeat=args.repeat,
                     new_tokens_at=fewer,
+                    min_turn_seconds=min_turn_seconds,
                 )
             )
             entry["ratio"] = long_ratios(entry["ours"], entry.get("reference"))
