@@ -146,10 +146,11 @@ class _ChainAttention:
         self.span = c + self.chain
         if earlier is not None:
             self.padded[:, :, c : c + k] = planes(earlier[..., :globals_width], width)
-        visible = np.empty((size, q, self.span), dtype=bool)
-        visible[..., :c] = (np.arange(c)[None, :] < context.length[:, None])[:, None, :]
-        visible[..., c:] = self.causal
-        self.bias = _bias(visible)
+        if context.stored_bias is None:  # the same for every forward of the round
+            context.stored_bias = _bias(np.arange(c)[None, :] < context.length[:, None])
+        self.bias = np.empty((size, q, self.span))
+        self.bias[..., :c] = context.stored_bias[:, None, :]
+        self.bias[..., c:] = _bias(self.causal)
 
     def attend(self, queries: np.ndarray, plane: int) -> np.ndarray:
         """Attention of (B, q, W) queries over key plane `plane` and value plane `plane + 1`,
@@ -427,6 +428,9 @@ class TinyModel:
         capacity = max(rows, PADDED_ROWS) if kept else rows
         padded = self._scratch(name, (len(batch), 4, capacity, width))[:, :, :rows]
         filled = self._filled.setdefault(name, {})
+        # Steady decoding reads one new row per item: those are gathered in one operation.
+        single: tuple[list[int], list[int], list[int]] = ([], [], [])  # items, rows, slots
+        store = None
         for b, item in enumerate(batch):
             count, key = item.encoder_length, item.context_key
             start = 0
@@ -440,6 +444,14 @@ class TinyModel:
             context = item.context
             if isinstance(context, Stored):  # only the missing slots are read
                 index = context.index
+                if count - start == 1 and (store is None or context.store is store):
+                    store = context.store
+                    single[0].append(b)
+                    single[1].append(start)
+                    single[2].append(
+                        index.start + start if isinstance(index, slice) else index[start]
+                    )
+                    continue
                 if isinstance(index, slice):
                     index = slice(index.start + start, index.start + count)
                 else:
@@ -448,6 +460,9 @@ class TinyModel:
             else:
                 stored = context.columns(self.layout.globals)[start:count]
                 padded[b, :, start:count] = planes(stored, width)
+        if store is not None:
+            items, at_rows, slots = single
+            padded[items, :, at_rows] = store.planes[:, slots].swapaxes(0, 1)
         return padded
 
     def _context_planes(self, context: Rows | Stored | Joined) -> np.ndarray:
@@ -491,10 +506,15 @@ class TinyModel:
         rows = l_max + (tail if local_room else 0)
         room = self._scratch(scratch + " local", (size, rows, 2 * self.depth * self.width))
         local_positions = np.full((size, l_max), _FAR, dtype=np.int64)
+        window_rows = _window_rows(batch, l_max) if l_max else None
+        if window_rows is not None:  # every item holds l_max window rows: one gather
+            store, slots = window_rows
+            room[:, :l_max] = Stored(store, slots).columns(layout.local).reshape(size, l_max, -1)
         for b, item in enumerate(batch):
             count = local_counts[b]
             if count:
-                room[b, :count] = item.local.columns(layout.local)
+                if window_rows is None:
+                    room[b, :count] = item.local.columns(layout.local)
                 local_positions[b, :count] = item.local_positions
         ragged = bool((lengths < c_max).any())
         return BatchContext(
@@ -863,6 +883,24 @@ def _last_rows(rows: Rows | Stored, count: int) -> Rows | Stored:
     if isinstance(index, slice):
         return Stored(rows.store, slice(index.stop - count, index.stop))
     return Stored(rows.store, index[len(index) - count :])
+
+
+def _window_rows(batch: list[RowBatchItem], count: int) -> tuple[object, np.ndarray] | None:
+    """The pool slots of every item's local window rows, item after item, when each item
+    holds `count` of them in the same store (steady decoding); else None."""
+    store = None
+    slots = []
+    for item in batch:
+        local = item.local
+        if not isinstance(local, Stored) or len(local) != count:
+            return None
+        if store is None:
+            store = local.store
+        elif local.store is not store:
+            return None
+        index = local.index
+        slots.append(np.arange(index.start, index.stop) if isinstance(index, slice) else index)
+    return store, np.concatenate(slots)
 
 
 def _bias(visible: np.ndarray) -> np.ndarray:
