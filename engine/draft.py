@@ -87,10 +87,12 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def top_children(logits: np.ndarray, branching: int) -> tuple[list[list[float]], list[list[int]]]:
     """The `branching` most likely tokens of every row, and their softmax probabilities, for
     all rows at once (as lists: the trees are grown in Python)."""
+    if branching == 1:  # a chain: the best token's probability is 1 / sum(exp(l - max l))
+        top = logits.argmax(axis=-1)
+        best = logits[np.arange(len(logits)), top]
+        total = np.exp(logits - best[:, None]).sum(axis=-1)
+        return (1.0 / total)[:, None].tolist(), top[:, None].tolist()
     probabilities = softmax(logits)
-    if branching == 1:  # a chain: the best token's probability is the row's maximum
-        top = probabilities.argmax(axis=-1)[:, None]
-        return probabilities.max(axis=-1, keepdims=True).tolist(), top.tolist()
     top = np.argsort(-probabilities, axis=-1, kind="stable")[:, :branching]
     return np.take_along_axis(probabilities, top, axis=1).tolist(), top.tolist()
 
@@ -105,6 +107,9 @@ def expand(
     """Give each frontier node its top children (`top[row]`, with `probabilities[row]`), best
     path probability first, while the tree has fewer than `cap` non-root nodes. Returns the
     new nodes."""
+    room = cap - (len(tree) - 1)
+    if len(frontier) == 1 and len(top[0]) == 1:  # a chain's one child: nothing to rank
+        return [tree.add(frontier[0], top[0][0], probabilities[0][0])] if room > 0 else []
     candidates = []
     for row, node in enumerate(frontier):
         base = tree.path_probs[node]
@@ -112,7 +117,7 @@ def expand(
             candidates.append((-base * p, node, token, p))
     candidates.sort()
     added = []
-    for _, node, token, p in candidates[: max(0, cap - (len(tree) - 1))]:
+    for _, node, token, p in candidates[: max(0, room)]:
         added.append(tree.add(node, token, p))
     return added
 

@@ -1095,6 +1095,16 @@ def _chain_shape(batch: list[RowBatchItem]) -> tuple[int, int] | None:
             item.parents[0] == -1 and item.positions[0] >= len(item.context) for item in batch
         )
         return (0, 1) if plain else None
+    if k == 1 and q == 1:  # a second draft level: checked without building arrays either
+        plain = all(
+            item.parents[0] == 0
+            and item.earlier_parents[0] == -1
+            and item.earlier_full[0]
+            and item.positions[0] == item.earlier_positions[0] + 1
+            and item.earlier_positions[0] >= len(item.context)
+            for item in batch
+        )
+        return (1, 1) if plain else None
     steps = np.arange(k + q)
     parents = np.array([item.parents for item in batch])
     positions = np.array([item.positions for item in batch])

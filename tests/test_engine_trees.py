@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from engine_helpers import (
     ManualClock,
@@ -289,3 +290,34 @@ def test_a_cost_curve_prices_the_chosen_total() -> None:
         assert all(size < budget["total"] for size in sizes if size < budget["graph_size"])
         assert budget["expected_tokens"] >= len(budget["requests"]) - 1e-9
     check_all_finished(engine)
+
+
+@pytest.mark.parametrize("branching", [1, 2])
+def test_draft_nodes_carry_the_drafts_own_top_tokens_and_probabilities(branching: int) -> None:
+    """Every proposed node's token is among its parent's `branching` most likely draft tokens,
+    and its `prob` is the draft's softmax probability of it, recomputed from scratch."""
+    target = TinyModel(seed=5, vocab_size=16)
+    draft = make_draft(target, noise=0.5)
+    config = EngineConfig(draft_width=2, draft_branching=branching, max_draft_nodes=6)
+    engine = Engine(target, draft, config=config, clock=ManualClock())
+    request = engine.submit([1, 2, 3, 4], max_tokens=12)
+    checked = 0
+    while not engine.idle:
+        view = request_view(engine.snapshot(), request)
+        prefix = [*view["prompt"], *view["generated"]]  # ends with the pending token (the root)
+        for event in events_of(engine.step(), "draft"):
+            nodes = event["nodes"]
+            for node in nodes[1:]:
+                path = []
+                parent = node["parent"]
+                while parent != 0:
+                    path.insert(0, nodes[parent]["token"])
+                    parent = nodes[parent]["parent"]
+                logits = draft.full_forward(tuple(prefix + path)).logits[-1]
+                probabilities = np.exp(logits - logits.max())
+                probabilities /= probabilities.sum()
+                assert node["prob"] == pytest.approx(probabilities[node["token"]], abs=1e-12)
+                best = np.sort(probabilities)[::-1][branching - 1]
+                assert probabilities[node["token"]] >= best - 1e-12
+                checked += 1
+    assert checked >= 6

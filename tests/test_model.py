@@ -327,3 +327,48 @@ def test_uniform_chains_with_earlier_rows_equal_full_recompute(
     for out, sequence, start in zip(outputs, sequences, stored):
         expected = model.full_forward(sequence[: start + 1 + new_rows]).data[start + 1 :]
         assert max_difference(out.data, expected) < TOLERANCE
+
+
+# A second draft level (one earlier row, one new row) that breaks the chain in one way: the
+# forward must see it and take the general path (the chain path would attend wrongly).
+NOT_A_CHAIN = {
+    "a sibling of the earlier row": dict(position=0, parent=-1),
+    "hanging off the stored rows past a gap": dict(position=1, parent=-1),
+    "a child two positions on": dict(position=2, parent=0),
+    "an earlier row that is a replay": dict(earlier_full=False),
+    "stored rows reaching past the new row": dict(stored_beyond=2),
+}
+
+
+@pytest.mark.parametrize("case", NOT_A_CHAIN)
+def test_a_second_level_that_is_not_a_chain_takes_the_general_path(case: str) -> None:
+    change = NOT_A_CHAIN[case]
+    model = TinyModel(seed=9, window=2)
+    general = TinyModel(seed=9, window=2)  # separate work buffers
+    sequences = [TOKENS, (7, 7, 1, 2, 3, 4, 5, 6, 2)]
+    stored = [6, 4]
+    firsts = [chain_item(model, s[: c + 1], c)[0] for s, c in zip(sequences, stored)]
+    earlier = model.forward_rows(firsts)
+    levels = []
+    for first, rows, sequence, start in zip(firsts, earlier, sequences, stored):
+        context = first.context
+        if "stored_beyond" in change:  # stored rows also at and after the new row's position
+            context = model.full_forward(sequence[: start + 1 + change["stored_beyond"]])
+        levels.append(
+            RowBatchItem(
+                context=context,
+                local=first.local,
+                local_positions=first.local_positions,
+                tokens=np.array(sequence[start + 1 : start + 2]),
+                positions=np.array([start + change.get("position", 1)]),
+                parents=np.array([change.get("parent", 0)]),
+                earlier=rows,
+                earlier_positions=first.positions,
+                earlier_parents=first.parents,
+                earlier_full=np.array([change.get("earlier_full", True)]),
+            )
+        )
+    outputs = model.forward_rows(levels)
+    expected = general._compute_rows(levels)  # the tree-masked path, held to the oracle
+    for out, want in zip(outputs, expected):
+        assert max_difference(out.data, want.data) < TOLERANCE
