@@ -184,7 +184,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         engine_config = scenario.engine_config()
     except (TypeError, ValueError) as error:
         raise fail("model/draft/config", str(error)) from None
-    ids: set[str] = set()
+    ids: dict[str, int] = {}  # request id -> index of the event that submits it
     for index, event in enumerate(scenario.events):
         if event.submit is not None:
             where = f"events[{index}].submit"
@@ -197,8 +197,22 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                 raise fail(
                     where, f"needs {needed} blocks but the pool has {engine_config.num_blocks}"
                 )
-            if event.submit.get("id") is not None:
-                ids.add(event.submit["id"])
+            request_id = event.submit.get("id")
+            if request_id is None:  # named as the session names it (`Session._free_id`)
+                later = {
+                    e.submit["id"]
+                    for e in scenario.events[index + 1 :]
+                    if e.submit is not None and e.submit.get("id") is not None
+                }
+                number = len(ids) + 1
+                while f"request-{number}" in ids or f"request-{number}" in later:
+                    number += 1
+                request_id = f"request-{number}"
+            elif request_id in ids:
+                raise fail(
+                    f"{where}.id", f"{request_id!r} is already the id of events[{ids[request_id]}]"
+                )
+            ids[request_id] = index
         if event.cancel is not None and event.cancel not in ids:
             raise fail(f"events[{index}].cancel", f"no earlier submit has id {event.cancel!r}")
     return scenario

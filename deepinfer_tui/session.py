@@ -148,6 +148,9 @@ class Session:
     def cancel(self, request_id: str) -> bool:
         cancelled = self.engine.cancel(request_id)
         self.operations.append({"op": "cancel", "id": request_id})
+        # Cancelling the last active request leaves the engine idle, where nothing steps:
+        # the scenario's next events are due now (as they would be after an idle round).
+        self._apply_due()
         return cancelled
 
     def rollback(self, request_id: str, tokens: int = 1) -> list[int]:
@@ -231,6 +234,14 @@ class Session:
             if event.clock is not None and event.clock > self.clock.now:
                 self.clock.now = event.clock
                 self.notes.append(self._note(f"clock moved to t={event.clock:g}"))
+            elif event.clock is not None and event.clock < self.clock.now:
+                # Moved by hand past the scenario's time: what its note expects may not hold.
+                self.notes.append(
+                    self._note(
+                        f"the scenario sets t={event.clock:g} here, but the clock is already at "
+                        f"t={self.clock.now:g}: the next note may not hold"
+                    )
+                )
             if event.note:
                 self.notes.append(self._note(event.note))
             if event.submit is not None:
@@ -239,7 +250,8 @@ class Session:
                     submit["prompt"],
                     max_tokens=submit["max_tokens"],
                     eos_id=submit.get("eos_id"),
-                    request_id=submit.get("id"),
+                    # Not the engine's own naming: a request added by hand may hold that id.
+                    request_id=submit.get("id") or self._free_id(),
                 )
             if event.cancel is not None:
                 self.engine.cancel(event.cancel)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session, log_still_holds
 from deepinfer_tui.widgets.status import CommitTally
 from deepinfer_tui.widgets.view import View
@@ -116,3 +116,43 @@ def test_a_log_rewritten_behind_an_equal_event_is_read_again() -> None:
     assert log_still_holds([], 0, None)
     assert not log_still_holds(read[:2], 3, read[-1])
     assert not log_still_holds([read[0], {"kind": "x"}, dict(read[2])], 3, read[-1])
+
+
+def test_a_scenario_request_without_an_id_never_takes_one_named_later() -> None:
+    """An unnamed submit gets a free request-N, skipping ids that later events (or requests
+    added by hand) use: the names an author gave are kept and nothing collides."""
+    scenario = parse_scenario(
+        {
+            "events": [
+                {"tick": 0, "submit": {"prompt": [1, 2], "max_tokens": 12}},
+                {"tick": 1, "submit": {"id": "request-1", "prompt": [3], "max_tokens": 2}},
+                {"tick": 2, "cancel": "request-2"},
+            ]
+        }
+    )
+    session = Session(scenario)
+    assert list(session.engine.requests) == ["request-2"]  # request-1 is taken later
+    added = session.submit([4, 5], 2)  # by hand, before the scenario names request-1
+    session.run()
+    assert added not in {"request-1", "request-2"}
+    assert set(session.engine.requests) == {"request-1", "request-2", added}
+    assert session.engine.result("request-2").finish_reason == "cancelled"
+
+
+def test_cancelling_the_last_active_request_brings_the_next_scenario_events() -> None:
+    session = Session(default_scenario())
+    assert list(session.engine.requests) == ["request-1"]
+    session.cancel("request-1")
+    assert session.can_step() and "request-2" in session.engine.requests
+    session.run()
+    assert session.finished and not session.pending_events
+
+
+def test_a_note_after_a_clock_moved_by_hand_says_it_may_not_hold() -> None:
+    session = Session(default_scenario())
+    session.advance_clock(5.0)  # past the scenario's own t=3 (its warm stage)
+    session.run()
+    texts = [note["text"] for note in session.notes]
+    warning = next(i for i, t in enumerate(texts) if "the clock is already at t=5" in t)
+    assert "the scenario sets t=3" in texts[warning]
+    assert texts[warning + 1].startswith("warm:")
