@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.containers import ScrollableContainer
 from textual.geometry import Offset, Region, Size
 from textual.strip import Strip
 from textual.widgets import Tree
@@ -67,13 +68,21 @@ def extra_token(request: RequestView, tree: Mapping[str, Any]) -> tuple[int, str
     return tokens[accepted], str(commit["outcome"])
 
 
-class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int]):
-    """A read-only Tree; space is left to the app (step), so the node toggle is not bound."""
-
-    inherit_bindings = False
-    BINDINGS: ClassVar[list[BindingType]] = [
-        b for b in Tree.BINDINGS if isinstance(b, Binding) and b.key != "space"
+def _bindings_without_space() -> list[BindingType]:
+    """Tree's bindings and the scrolling ones it inherits, Tree's winning, less space."""
+    tree = [b for b in Tree.BINDINGS if isinstance(b, Binding)]
+    keys = {b.key for b in tree}
+    scrolling = [
+        b for b in ScrollableContainer.BINDINGS if isinstance(b, Binding) and b.key not in keys
     ]
+    return [b for b in scrolling + tree if b.key != "space"]
+
+
+class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=False):
+    """A read-only Tree; space is left to the app (step), so the node toggle is not bound.
+    (`inherit_bindings` must be a class keyword: as an attribute Textual ignores it.)"""
+
+    BINDINGS: ClassVar[list[BindingType]] = _bindings_without_space()
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("no draft round yet", **kwargs)
