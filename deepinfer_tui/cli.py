@@ -37,7 +37,7 @@ import numpy as np
 from engine import EngineConfig, TinyModel, greedy_generate
 
 from . import __version__
-from .describe import describe, error_message, format_tokens
+from .describe import describe, error_message, format_tokens, plural
 from .export import ALL_FORMATS, export_all, parse_formats
 from .jsonfile import read_json
 from .replay import Replay, TraceError, load_trace
@@ -234,15 +234,11 @@ def _result_json(session: Session, request_id: str) -> dict[str, Any]:
     }
 
 
-def _plural(count: int, noun: str, nouns: str | None = None) -> str:
-    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
-
-
 def _result_line(result: dict[str, Any], width: int) -> str:
     line = (
         f"{result['id']:<{width}}  {result['finish_reason']:<9}  "
         f"{format_tokens(result['tokens'])}  "
-        f"drafts accepted {result['accepted']} of {result['proposed']}"
+        f"drafts accepted {result['accepted']} of {result['proposed']} proposed"
     )
     return line + (f"  error: {result['error']}" if result["error"] else "")
 
@@ -357,17 +353,17 @@ def _print_stage(stage: dict[str, Any]) -> None:
     spec = stage["speculation"]
     if spec["verified"]:
         print(
-            f"  drafts   {_plural(spec['verified'], 'draft position')} verified: "
+            f"  drafts   {plural(spec['verified'], 'draft position')} verified: "
             f"{spec['accepted']} accepted, {spec['rejected']} rejected; "
-            f"{_plural(spec['rolled_back_positions'], 'speculative position')} rolled back"
+            f"{plural(spec['rolled_back_positions'], 'speculative position')} rolled back"
         )
     for rollback in stage["rollbacks"]:
         print(f"  rollback {rollback['request_id']} removed {format_tokens(rollback['removed'])}")
     if stage["preemptions"] or stage["evictions"] or stage["expired"]:
         print(
-            f"  pool     {_plural(stage['preemptions'], 'preemption')}, "
-            f"{_plural(stage['expired'], 'cache entry', 'cache entries')} expired, "
-            f"{_plural(stage['evictions'], 'cache entry', 'cache entries')} evicted for space"
+            f"  pool     {plural(stage['preemptions'], 'preemption')}, "
+            f"{plural(stage['expired'], 'cache entry', 'cache entries')} expired, "
+            f"{plural(stage['evictions'], 'cache entry', 'cache entries')} evicted for space"
         )
     for event in stage.get("events", []):
         print(f"    {event['text']}")
@@ -981,6 +977,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(error))
     except SystemExit as done:  # --help and --version
         return done.code if isinstance(done.code, int) else 0
+    if args.command is not None:
+        misplaced = _app_options_given(parser, args)
+        if misplaced:
+            return _fail(_misplaced_message(parser, args.command, misplaced))
     where = PROG if args.command is None else f"{PROG} {args.command}"
     try:
         return int(args.handler(args))
@@ -1002,6 +1002,32 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _app_options_given(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The app's own options (those before any command) given with a command: argparse
+    accepts `deepinfer-tui --seed 3 generate`, and the command would silently ignore them."""
+    return [
+        action.option_strings[0]
+        for action in parser._actions
+        if action.dest.startswith("app_") and getattr(args, action.dest) != action.default
+    ]
+
+
+def _misplaced_message(parser: argparse.ArgumentParser, command: str, options: list[str]) -> str:
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    accepted = subparsers.choices[command]._option_string_actions
+    names = ", ".join(options)
+    not_taken = [option for option in options if option not in accepted]
+    if not not_taken:
+        return (
+            f"{names} before '{command}' would be ignored: a command's options go after it "
+            f"({PROG} {command} {options[0]} ...)"
+        )
+    return (
+        f"{names} before '{command}' would be ignored (options there set up the app), and "
+        f"'{command}' has no {', '.join(not_taken)} (see {PROG} {command} --help)"
+    )
 
 
 def _fail(message: str, where: str = PROG) -> int:

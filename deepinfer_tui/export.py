@@ -345,6 +345,8 @@ def export_all(
     directory = Path(directory)
     texts = render_exports(session, formats)
     stem = base_name(session)
+    if directory.exists() and not directory.is_dir():
+        raise OSError(f"cannot export into {directory}: it is a file, not a folder")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:

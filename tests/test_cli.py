@@ -203,6 +203,11 @@ def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[s
         (["--scenario", "missing.json"], "missing.json: no such file"),
         (["--trace", "missing.trace.json"], "no such file"),
         (["--batch-budget", "-1"], "--batch-budget"),
+        # The app's own options, given before a command, would be silently ignored.
+        (["--greedy", "generate", "--prompt", "1"], "a command's options go after it"),
+        (["--seed", "3", "export", "--steps", "1"], "deepinfer-tui export --seed"),
+        (["--num-blocks", "4", "demo"], "'demo' has no --num-blocks"),
+        (["--export-dir", "x", "--trace", "t.json", "guide"], "has no --export-dir, --trace"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(
@@ -344,6 +349,12 @@ def test_guide_lists_and_prints_chapters(capsys: pytest.CaptureFixture[str]) -> 
         ("{broken", "not valid JSON"),
         ('{"config": {"max_batch_tokens": 0}}', "max_batch_tokens"),
         ('{"events": [{"tick": 0, "cancel": "ghost"}]}', "ghost"),
+        (
+            '{"events": [{"tick": 0, "submit": {"id": "a", "prompt": [1]}}, '
+            '{"tick": 1, "submit": {"prompt": [2]}}, {"tick": 2, "submit": {"id": "a", '
+            '"prompt": [3]}}]}',
+            "events[2].submit.id: 'a' is already the id of events[0]",
+        ),
     ],
 )
 def test_malformed_scenario_names_the_file(
@@ -384,3 +395,13 @@ def test_the_program_runs_numpy_with_one_blas_thread_unless_told_otherwise() -> 
             [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
         )
         assert out.stdout.strip().endswith(f"threads={expected}")
+
+
+def test_export_into_a_path_that_is_a_file_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "taken"
+    path.write_text("not a folder", encoding="utf-8")
+    code, out, err = run(capsys, "export", "--steps", "1", "--out", str(path))
+    assert_one_line_error(code, out, err, str(path), "it is a file, not a folder")
+    assert path.read_text(encoding="utf-8") == "not a folder"
