@@ -7,15 +7,16 @@ Flow: an action mutates the session -> `refresh_view()` builds one immutable `Vi
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from textual import events, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Grid
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable
 from textual.worker import Worker, WorkerState
@@ -545,6 +546,13 @@ class DebuggerApp(App[None]):
         rows.append(KeyHelp("ctrl+p", "palette", "Every action, searchable"))
         rows.append(KeyHelp("↑ ↓", "select", "Move the request cursor (tab moves between panes)"))
         return rows
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        # The debugger's own palette entries include Quit, with its key: Textual's would
+        # list it a second time.
+        for command in super().get_system_commands(screen):
+            if command.title != "Quit":
+                yield command
 
     def palette_actions(self) -> list[PaletteAction]:
         return [

@@ -11,6 +11,11 @@ def format_tokens(values: Sequence[int]) -> str:
     return "[" + " ".join(str(v) for v in values) + "]"
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """'1 position', '2 positions'."""
+    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
+
+
 def format_blocks(values: Iterable[int]) -> str:
     """Block ids as the log, the CLI and exports show them: #2 #7."""
     return " ".join(f"#{b}" for b in values)
@@ -22,8 +27,8 @@ def describe(event: Mapping[str, Any]) -> str:
     head = f"t{event.get('tick', 0)}" + (f" {rid}" if rid else "")
     if kind == "queued":
         return (
-            f"{head} queued: {event['prompt_positions']} prompt positions, "
-            f"up to {event['max_tokens']} new tokens"
+            f"{head} queued: {plural(event['prompt_positions'], 'prompt position')}, "
+            f"up to {plural(event['max_tokens'], 'new token')}"
         )
     if kind == "restore":
         return (
@@ -35,10 +40,11 @@ def describe(event: Mapping[str, Any]) -> str:
         depth = max((n["depth"] for n in nodes), default=0)
         return f"{head} draft tree: {len(nodes) - 1} nodes, depth {depth}"
     if kind == "budget":
-        graph = f", graph {event['graph_size']}" if event.get("graph_size") else ""
+        graph = f", graph size {event['graph_size']}" if event.get("graph_size") else ""
         return (
-            f"{head} budget {event['total']} positions for {len(event['requests'])} "
-            f"request(s) {event['per_request']}{graph}, expected {event['expected_tokens']:.2f}"
+            f"{head} budget {plural(event['total'], 'position')} for "
+            f"{plural(len(event['requests']), 'request')} {event['per_request']}{graph}, "
+            f"expected {event['expected_tokens']:.2f}"
         )
     if kind == "verify":
         verdicts = [n["verdict"] for n in event.get("nodes", [])]
@@ -52,13 +58,14 @@ def describe(event: Mapping[str, Any]) -> str:
             f"of {event['verified']} ({event['outcome']})"
         )
         if event["rolled_back_positions"]:
-            line += f" · rolled back {event['rolled_back_positions']} positions"
+            line += f" · rolled back {plural(event['rolled_back_positions'], 'position')}"
         if event["freed_blocks"]:
             line += f" · freed {format_blocks(event['freed_blocks'])}"
         return line
     if kind == "publish":
         return (
-            f"{head} publish {event['positions']} positions in {format_blocks(event['blocks'])} "
+            f"{head} publish {plural(event['positions'], 'position')} in "
+            f"{format_blocks(event['blocks'])} "
             f"(hot until t={event['hot_until']:g}, warm until t={event['warm_until']:g})"
         )
     if kind == "evict":
@@ -67,11 +74,14 @@ def describe(event: Mapping[str, Any]) -> str:
             f"blocks {format_blocks(event['blocks'])}"
         )
     if kind == "preempt":
-        return f"{head} preempted: lost {event['lost_positions']} positions ({event['reason']})"
+        lost = plural(event["lost_positions"], "position")
+        return f"{head} preempted: lost {lost} ({event['reason']})"
     if kind == "deferred":
         return f"{head} deferred: {event['reason']}"
     if kind == "finished":
-        line = f"{head} finished: {event['finish_reason']} after {event['generated']} tokens"
+        line = (
+            f"{head} finished: {event['finish_reason']} after {plural(event['generated'], 'token')}"
+        )
         return line + (f" ({event['error']})" if event.get("error") else "")
     if kind == "rollback":
         freed = f" · freed {format_blocks(event['freed_blocks'])}" if event["freed_blocks"] else ""

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from .describe import describe, format_blocks, format_tokens
+from .describe import describe, format_blocks, format_tokens, plural
 
 # Pool strip: one character per block, so the strip reads the same in plain text.
 BLOCK_SYMBOLS: dict[str, tuple[str, str]] = {
@@ -66,20 +66,20 @@ def header(snapshot: dict[str, Any]) -> Table:
     )
     grid.add_row(
         "blocks",
-        f"{blocks['used']}/{blocks['total']} used · {blocks['cached']} cached · "
-        f"{blocks['shared']} shared · {blocks['retained']} retained for undo · "
-        f"{blocks['free']} free",
+        f"{blocks['used'] - blocks['cached'] - blocks['retained']} held by requests · "
+        f"{blocks['cached']} cached · {blocks['retained']} retained for undo · "
+        f"{blocks['free']} free · of {blocks['total']} ({blocks['shared']} shared)",
     )
     grid.add_row(
         "speculation",
         f"acceptance {_percent(snapshot['acceptance'])} ({drafts['accepted']} of "
         f"{drafts['verified']} verified, {drafts['proposed']} drafted) · rolled back "
-        f"{requests['rolled_back_positions']} positions",
+        f"{plural(requests['rolled_back_positions'], 'position')}",
     )
     grid.add_row(
         "tokens",
         f"{requests['committed_tokens']} committed · {requests['preemptions']} preemptions · "
-        f"{requests['evictions']} evictions",
+        f"{requests['evictions']} evictions for space",
     )
     grid.add_row(
         "restores",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .describe import describe
+from .describe import describe, plural
 from .jsonfile import read_json
 from .scenario import Scenario, ScenarioError, parse_scenario
 from .session import Session
@@ -215,8 +215,15 @@ def _operation_label(
     if op == "cancel":
         return f"cancel {operation['id']}"
     if op == "rollback":
-        tokens = operation.get("tokens", 1)
-        return f"roll back {operation['id']} by {tokens} token{'s' if tokens != 1 else ''}"
+        asked, request_id = operation.get("tokens", 1), operation["id"]
+
+        def generated(snapshot: dict[str, Any]) -> int:
+            views = (r for r in snapshot["requests"] if r["id"] == request_id)
+            return next((len(r["generated"]) for r in views), 0)
+
+        removed = generated(before) - generated(after)  # fewer than asked at the prompt
+        label = f"roll back {request_id} by {plural(removed, 'token')}"
+        return label if removed == asked else f"{label} (asked for {asked})"
     if op == "submit":
         known = {r["id"] for r in before["requests"]}
         added = [r["id"] for r in after["requests"] if r["id"] not in known]

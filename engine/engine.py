@@ -899,7 +899,7 @@ class Engine:
                         self._emit(
                             "deferred",
                             request.request_id,
-                            reason=f"needs {main} free blocks; "
+                            reason=f"needs {main} free block{'' if main == 1 else 's'}; "
                             "space freed now is usable next round",
                         )
                     return False
@@ -957,7 +957,8 @@ class Engine:
             request.request_id,
             lost_positions=lost,
             freed_blocks=list(request.table),
-            reason=f"pool exhausted: another request needed {wanted} blocks; "
+            reason=f"pool exhausted: another request needed {wanted} "
+            f"block{'' if wanted == 1 else 's'}; "
             f"{request.request_id} was the most recently admitted",
         )
         request.table = []

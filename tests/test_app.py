@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import re
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +159,7 @@ async def test_cancel_finishes_the_selected_queued_and_running_requests() -> Non
 
         await select(pilot, app, "request-1")
         assert request_view(app, "request-1")["status"] == "running"
-        assert " committed · pending " in str(app.query_one(BlockMap).table)
+        assert " in KV · pending [" in str(app.query_one(BlockMap).table)
         await pilot.press("c")
         cancelled = request_view(app, "request-1")
         assert cancelled["finish_reason"] == "cancelled"
@@ -615,6 +616,8 @@ async def test_command_palette_runs_actions() -> None:
     async with app.run_test(size=SIZE) as pilot:
         actions = {entry.action for entry in app.palette_actions()}
         assert {"step", "cancel_request", "rollback", "undo", "add_request", "export"} <= actions
+        system = [command.title for command in app.get_system_commands(app.screen)]
+        assert "Quit" not in system and "quit" in actions  # listed once, with its key
         await pilot.press("ctrl+p")
         await pilot.press(*"Run one engine round")
         await pilot.pause()
@@ -738,3 +741,58 @@ async def test_without_colour_every_state_still_reads_from_its_symbol(
             assert STATUS_MARKS[state].symbol in row, (state, row)
         block_symbols = [mark.symbol for mark in BLOCK_MARKS.values()]
         assert len(set(block_symbols)) == len(block_symbols)
+
+
+async def test_cancelling_the_only_request_lets_the_scenario_go_on() -> None:
+    """At tick 0 the scenario has submitted one request; cancelling it leaves nothing to step,
+    so the scenario's next events arrive at once and space steps them."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, app, "request-1")
+        await pilot.press("c")
+        assert "request-2" in {r["id"] for r in app.session.snapshot()["requests"]}
+        await pilot.press("space")
+        assert app.session.engine.tick == 1
+        await pilot.press("r")  # runs the rest of the scenario
+        for _ in range(200):
+            if app.session.finished:
+                break
+            await pilot.pause(0.05)
+        assert app.session.finished
+        assert "scenario complete" in str(app.query_one(StatusBar).render())
+
+
+async def test_space_steps_whichever_pane_has_focus() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(3):
+            await pilot.press("space")
+        for pane in (BlockMap, DraftTree, CommitLog, RequestTable):
+            app.query_one(pane).focus()
+            await pilot.pause()
+            tick = app.session.engine.tick
+            await pilot.press("space")
+            assert app.session.engine.tick == tick + 1, pane.__name__
+        assert app.query_one(DraftTree).root.is_expanded  # space never toggles the tree
+
+
+async def test_the_headers_block_counts_add_up_to_the_pool() -> None:
+    """Held, cached, undo-retained and free blocks are a partition of the pool."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        seen = set()
+        for _ in range(40):
+            await pilot.press("space")
+            header = str(app.query_one(StatusBar).render())
+            found = re.search(
+                r"█(\d+) held ▒(\d+) cached (?:░(\d+) undo )?·(\d+) free of (\d+)", header
+            )
+            assert found, header
+            held, cached, undo, free, total = (int(g or 0) for g in found.groups())
+            assert held + cached + undo + free == total
+            blocks = app.session.snapshot()["metrics"]["blocks"]
+            assert (cached, undo, free) == (blocks["cached"], blocks["retained"], blocks["free"])
+            seen.add((held > 0, cached > 0))
+            if app.session.finished:
+                break
+        assert (True, True) in seen  # requests and the cache both held blocks at some point

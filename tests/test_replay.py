@@ -175,3 +175,18 @@ def test_different_build_is_reported_before_events(busy_session: Session) -> Non
     data["config"]["block_size"] = 8
     divergence = Replay(parse_trace(data, "edited.json")).divergence
     assert divergence is not None and "block_size" in divergence
+
+
+def test_a_rollback_frame_names_the_tokens_it_removed() -> None:
+    """Rolling back more tokens than a request generated stops at its prompt: the frame says
+    how many went, and what was asked."""
+    session = Session(default_scenario())
+    for _ in range(3):
+        session.step()
+    (view,) = [r for r in session.snapshot()["requests"] if r["id"] == "request-1"]
+    generated = len(view["generated"])
+    assert 0 < generated < 100
+    session.rollback("request-1", 100)
+    labels = [frame.label for frame in Replay(load_trace_from(session)).frames]
+    expected = f"roll back request-1 by {generated} token{'s' if generated != 1 else ''}"
+    assert labels[-1] == f"{expected} (asked for 100)"

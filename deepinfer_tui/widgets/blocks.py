@@ -51,7 +51,8 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
     if request["status"] == "finished":  # it holds no rows and waits for no token any more
         text.append(f" · {len(request.get('generated', ()))} generated")
     else:
-        text.append(f" · {committed} committed · pending {request.get('pending_token')}")
+        # The pending token in brackets, as tokens are shown everywhere: not a count.
+        text.append(f" · {committed} in KV · pending [{request.get('pending_token')}]")
     if window_stop > window_start:
         text.append(" · window ")
         text.append(f"‹{window_start}–{window_stop - 1}›", style=SLOT_MARKS["window"].style)

@@ -111,9 +111,18 @@ def render_status(view: View, committed: Sequence[int]) -> Text:
     text.append("\n")
 
     text.append(" blocks ")
-    for name in ("used", "cached", "free"):
-        mark = BLOCK_MARKS["committed" if name == "used" else name]
-        text.append(f"{mark.symbol}{blocks.get(name, 0)} {name}", style=mark.style)
+    # A partition of the pool, so the counts add up to the total ("used" counts all three).
+    cached, retained = blocks.get("cached", 0), blocks.get("retained", 0)
+    parts = {
+        "held": (BLOCK_MARKS["committed"], blocks.get("used", 0) - cached - retained),
+        "cached": (BLOCK_MARKS["cached"], cached),
+        "undo": (BLOCK_MARKS["retained"], retained),
+        "free": (BLOCK_MARKS["free"], blocks.get("free", 0)),
+    }
+    for name, (mark, count) in parts.items():
+        if name == "undo" and not count:
+            continue
+        text.append(f"{mark.symbol}{count} {name}", style=mark.style)
         text.append(" ")
     text.append(f"of {blocks.get('total', 0)}")
     acceptance = snapshot.get("acceptance")
