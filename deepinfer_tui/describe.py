@@ -55,7 +55,7 @@ def describe(event: Mapping[str, Any]) -> str:
     if kind == "commit":
         line = (
             f"{head} commit {format_tokens(event['tokens'])} accepted {event['accepted']} "
-            f"of {event['verified']} ({event['outcome']})"
+            f"of {event['verified']} verified ({event['outcome']})"
         )
         if event["rolled_back_positions"]:
             line += f" · rolled back {plural(event['rolled_back_positions'], 'position')}"

@@ -52,7 +52,7 @@ def root_label(request: RequestView, tree: Mapping[str, Any], tick: int) -> Text
     if commit and commit.get("round") == tree["round"]:
         text.append(f" → {format_tokens(commit['tokens'])}", style="bold")
     if tree["round"] != tick:
-        text.append(f" (round {tree['round']}, now tick {tick})", style="bright_black")
+        text.append(f" (t{tree['round']}, now t{tick})", style="bright_black")
     return text
 
 

@@ -30,7 +30,7 @@ BLOCK_MARKS: dict[str, Mark] = {
 
 STATUS_MARKS: dict[str, Mark] = {
     "queued": Mark("◌", "yellow", "queued: waiting for a round"),
-    "running": Mark("▶", "bold green", "running: admitted, has KV blocks"),
+    "running": Mark("▶", "bold green", "running: admitted; computes in the next rounds"),
     "length": Mark("✓", "blue", "finished: reached max tokens"),
     "stop": Mark("✓", "blue", "finished: produced its EOS token"),
     "cancelled": Mark("✗", "red", "finished: cancelled"),
