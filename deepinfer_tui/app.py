@@ -90,9 +90,12 @@ MUTATING = frozenset(
 )
 REPLAY_ONLY = frozenset({"frame_forward", "frame_back"})
 DEBUGGER_ACTIONS = MUTATING | REPLAY_ONLY | {"filter_log", "export", "save_screen", "guide"}
-# Keys the footer drops on narrow terminals (help and the palette still list them).
+# Keys the footer drops on narrow terminals, and more on tiny ones, so help and quit stay in
+# view (every key still works, and help and the palette list them all).
 MINOR_ACTIONS = frozenset({"filter_log", "export", "guide"})
-NARROW_BELOW = 110  # columns
+SECONDARY_ACTIONS = frozenset({"toggle_run", "rollback", "add_request", "advance_clock"})
+TINY_BELOW = 80  # columns
+NARROW_BELOW = 110
 ENGINE_ERRORS = (ValueError, KeyError, RuntimeError)
 
 
@@ -108,7 +111,12 @@ class DebuggerApp(App[None]):
     TITLE = "deepinfer-tui"
     COMMANDS: ClassVar = App.COMMANDS | {DebuggerCommands}
     # Textual annotates these as instance attributes; ruff wants class-level lists as ClassVars.
-    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (NARROW_BELOW, "-medium"), (150, "-wide")]  # type: ignore[misc]
+    HORIZONTAL_BREAKPOINTS: ClassVar = [  # type: ignore[misc]
+        (0, "-tiny"),
+        (TINY_BELOW, "-narrow"),
+        (NARROW_BELOW, "-medium"),
+        (150, "-wide"),
+    ]
     VERTICAL_BREAKPOINTS: ClassVar = [(0, "-short"), (32, "-tall")]  # type: ignore[misc]
     AUTO_RUN_INTERVAL = 0.25  # seconds between auto-stepped rounds: slow enough to watch
     AUTO_RUN_LIMIT = 500  # rounds per `r` press, so a runaway scenario cannot spin forever
@@ -222,7 +230,7 @@ class DebuggerApp(App[None]):
             yield BlockMap(id="blocks")
             yield DraftTree(id="tree")
             yield CommitLog(id="log")
-        yield KeyFooter(MINOR_ACTIONS, id="footer")
+        yield KeyFooter({"-minor": MINOR_ACTIONS, "-secondary": SECONDARY_ACTIONS}, id="footer")
 
     def on_resize(self, event: events.Resize) -> None:
         for footer in self.query(KeyFooter):

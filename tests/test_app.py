@@ -796,3 +796,27 @@ async def test_the_headers_block_counts_add_up_to_the_pool() -> None:
             if app.session.finished:
                 break
         assert (True, True) in seen  # requests and the cache both held blocks at some point
+
+
+@pytest.mark.parametrize(
+    ("width", "hidden"),
+    [(120, set()), (90, {"filter_log", "export", "guide"}), (60, {"toggle_run", "rollback"})],
+)
+async def test_the_footer_keeps_help_and_quit_in_view_as_the_terminal_narrows(
+    width: int, hidden: set[str]
+) -> None:
+    app = make_app()
+    async with app.run_test(size=(width, 24)) as pilot:
+        await pilot.pause()
+        footer = app.query_one("#footer")
+        shown = {
+            key.action: key.region
+            for key in footer.query("FooterKey")
+            if key.display and key.region.width
+        }
+        assert {"help", "quit", "step"} <= set(shown)
+        assert not hidden & set(shown)
+        right = max(region.right for region in shown.values())
+        assert right <= width  # nothing cut at the edge
+        await pilot.press("space", "b")  # a hidden key still works
+        assert app.session.operations[-1]["op"] == "rollback"

@@ -8,7 +8,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
@@ -34,7 +34,7 @@ class AddRequestScreen(ModalScreen[str | None]):
         self._vocab_size = vocab_size
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="form", classes="dialog") as form:
+        with VerticalScroll(id="form", classes="dialog") as form:
             form.border_title = "Add a request"
             yield Static(f"Token ids in [0, {self._vocab_size}), separated by commas or spaces.")
             yield Label("Prompt")

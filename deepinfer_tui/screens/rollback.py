@@ -8,7 +8,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
@@ -31,7 +31,7 @@ class RollbackScreen(ModalScreen[list[int] | None]):
         self._rollback = rollback
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="form", classes="dialog") as form:
+        with VerticalScroll(id="form", classes="dialog") as form:
             form.border_title = f"Roll back {self._request_id}"
             yield Static(
                 f"Remove how many generated tokens? It has {self._generated}; "

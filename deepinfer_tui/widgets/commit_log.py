@@ -20,7 +20,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..describe import describe
+from ..describe import describe, plural
 from ..session import log_still_holds
 from .quiet import scrollbar_held, set_scroll_extent, set_scrollbar
 from .repaint_style import StyleOncePerRepaint
@@ -120,7 +120,7 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
             self._scroll_to_newest()
             self.refresh()
         if filter_id is None:
-            self.border_title = f"Commit log · {len(log)} events"
+            self.border_title = f"Commit log · {plural(len(log), 'event')}"
         else:
             self.border_title = f"Commit log · only {filter_id} (f: all)"
 

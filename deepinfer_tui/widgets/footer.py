@@ -5,20 +5,23 @@ Hidden keys still work and stay listed in help (f1/?) and the command palette (c
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from textual.app import ComposeResult
 from textual.widgets import Footer
 
 
 class KeyFooter(Footer):
-    def __init__(self, minor_actions: Iterable[str], *, id: str | None = None) -> None:
+    def __init__(self, tiers: Mapping[str, Iterable[str]], *, id: str | None = None) -> None:
+        """`tiers`: a CSS class per set of actions, for the stylesheet to hide by width."""
         super().__init__(compact=True, id=id)
-        self._minor = frozenset(minor_actions)
+        self._tiers = {name: frozenset(actions) for name, actions in tiers.items()}
 
     def compose(self) -> ComposeResult:
         for widget in super().compose():
             # Footer's key widgets carry their binding's action name.
-            if getattr(widget, "action", None) in self._minor:
-                widget.add_class("-minor")
+            action = getattr(widget, "action", None)
+            for name, actions in self._tiers.items():
+                if action in actions:
+                    widget.add_class(name)
             yield widget
