@@ -67,7 +67,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--repeat",
         type=_positive_int,
         default=1,
-        help="timed runs per workload; the median is reported (default 1)",
+        help="turns per workload (each engine runs in each turn); the median run is reported "
+        "(default 1)",
     )
     parser.add_argument(
         "--min-turn-seconds",

@@ -354,6 +354,48 @@ class DebuggerApp(App[None]):
             return True if (self.selected_id is not None or self.filter_log) else None
         return True
 
+    def on_key(self, event: events.Key) -> None:
+        """A debugger key that cannot act now says why (its binding is dimmed or hidden, and
+        Textual passes the key on here instead of running it)."""
+        if self._covered():
+            return
+        actions = [
+            binding.action
+            for binding in self.BINDINGS
+            if isinstance(binding, Binding)
+            and event.key in (key.strip() for key in binding.key.split(","))
+            and binding.action in DEBUGGER_ACTIONS
+        ]
+        if not actions or any(self._availability(action) for action in actions):
+            return
+        relevant = [a for a in actions if self._in_this_mode(a)] or actions
+        self.notify(self._why_not(relevant[0]), title="Not now", severity="warning", timeout=3)
+
+    def _why_not(self, action: str) -> str:
+        if not self._in_this_mode(action):
+            if self.replay is not None:
+                return "a saved trace is read-only: this key acts in a live session"
+            return "this key steps through a saved trace"
+        if self._exporting:
+            return "an export is still being written"
+        if self.replay is not None:
+            return f"this is the {'last' if action == 'frame_forward' else 'first'} frame"
+        request = self.view.request(self.selected_id)
+        if action in ("step", "toggle_run"):
+            return "nothing to step: every request has finished and no scenario event is due"
+        if action == "undo":
+            return "nothing to undo"
+        if action == "filter_log" or request is None:
+            return "select a request first"
+        if action == "cancel_request":
+            return f"{request['id']} has already finished"
+        if action in ("rollback", "rollback_many"):
+            ended = {"cancelled": "was cancelled", "error": "failed"}.get(request["finish_reason"])
+            if ended:
+                return f"{request['id']} {ended}: it cannot be rolled back"
+            return f"{request['id']} has no generated tokens to roll back"
+        return "not available right now"
+
     def _can(self, action: str) -> bool:
         request = self.view.request(self.selected_id)
         if action == "step":

@@ -746,7 +746,7 @@ def _run_app(session: Session, *, export_dir: Path, replay: Replay | None = None
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    export_dir = Path(args.app_export_dir)
+    export_dir = Path(args.app_export_dir or DEFAULT_EXPORT_DIR)
     if args.app_trace is not None:
         chosen = [k for k, v in _engine_overrides(args, "app_").items() if v not in (None, False)]
         if args.app_scenario is not None or chosen:
@@ -802,8 +802,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--export-dir",
         metavar="DIR",
-        dest="app_export_dir",
-        default=DEFAULT_EXPORT_DIR,
+        dest="app_export_dir",  # None when not given: a command after it must not ignore it
         help=f"folder the e key exports into (default: ./{DEFAULT_EXPORT_DIR}/)",
     )
     parser.add_argument(
@@ -1019,6 +1018,11 @@ def _misplaced_message(parser: argparse.ArgumentParser, command: str, options: l
     accepted = subparsers.choices[command]._option_string_actions
     names = ", ".join(options)
     not_taken = [option for option in options if option not in accepted]
+    if "--trace" in options and command != "replay":  # a command's --trace prints events
+        return (
+            f"--trace before '{command}' would be ignored; to step through a saved trace: "
+            f"{PROG} --trace FILE, or {PROG} replay FILE"
+        )
     if not not_taken:
         return (
             f"{names} before '{command}' would be ignored: a command's options go after it "

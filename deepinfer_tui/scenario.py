@@ -32,6 +32,9 @@ class ScenarioEvent:
     cancel: str | None = None
     clock: float | None = None
     note: str | None = None
+    # The id a submit's request gets: its own "id", or one chosen when the scenario is parsed
+    # (so a request added by hand can never take it first). Not written back out.
+    request_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -184,7 +187,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         engine_config = scenario.engine_config()
     except (TypeError, ValueError) as error:
         raise fail("model/draft/config", str(error)) from None
+    explicit = {e.submit["id"] for e in scenario.events if e.submit and e.submit.get("id")}
     ids: dict[str, int] = {}  # request id -> index of the event that submits it
+    resolved = []
     for index, event in enumerate(scenario.events):
         if event.submit is not None:
             where = f"events[{index}].submit"
@@ -198,14 +203,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                     where, f"needs {needed} blocks but the pool has {engine_config.num_blocks}"
                 )
             request_id = event.submit.get("id")
-            if request_id is None:  # named as the session names it (`Session._free_id`)
-                later = {
-                    e.submit["id"]
-                    for e in scenario.events[index + 1 :]
-                    if e.submit is not None and e.submit.get("id") is not None
-                }
+            if request_id is None:  # request-N, clear of every id the scenario names
                 number = len(ids) + 1
-                while f"request-{number}" in ids or f"request-{number}" in later:
+                while f"request-{number}" in ids or f"request-{number}" in explicit:
                     number += 1
                 request_id = f"request-{number}"
             elif request_id in ids:
@@ -213,8 +213,11 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                     f"{where}.id", f"{request_id!r} is already the id of events[{ids[request_id]}]"
                 )
             ids[request_id] = index
+            event = replace(event, request_id=request_id)
         if event.cancel is not None and event.cancel not in ids:
             raise fail(f"events[{index}].cancel", f"no earlier submit has id {event.cancel!r}")
+        resolved.append(event)
+    scenario = replace(scenario, events=tuple(resolved))
     return scenario
 
 
@@ -239,6 +242,9 @@ def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
             raise fail(f"{where}.submit", "must be an object with prompt, max_tokens, eos_id, id")
         if "prompt" not in submit:
             raise fail(f"{where}.submit", "needs a prompt (a list of token ids)")
+        named = submit.get("id")
+        if named is not None and (not isinstance(named, str) or not named.strip()):
+            raise fail(f"{where}.submit.id", f"must be a non-empty string, got {named!r}")
         max_tokens = submit.get("max_tokens", 8)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise fail(

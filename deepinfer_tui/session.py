@@ -169,11 +169,7 @@ class Session:
 
     def _free_id(self) -> str:
         """The next request-N id that neither the engine nor a future scenario event uses."""
-        reserved = {
-            event.submit["id"]
-            for event in self.pending_events
-            if event.submit is not None and event.submit.get("id") is not None
-        }
+        reserved = {_request_id(event) for event in self.pending_events} - {None}
         number = len(self.engine.requests) + 1
         while f"request-{number}" in self.engine.requests or f"request-{number}" in reserved:
             number += 1
@@ -235,11 +231,13 @@ class Session:
                 self.clock.now = event.clock
                 self.notes.append(self._note(f"clock moved to t={event.clock:g}"))
             elif event.clock is not None and event.clock < self.clock.now:
-                # Moved by hand past the scenario's time: what its note expects may not hold.
+                # The clock is already past the scenario's time (moved with `t`, say): what the
+                # scenario's note expects may not hold.
+                caveat = ": the note below may not hold" if event.note else ""
                 self.notes.append(
                     self._note(
                         f"the scenario sets t={event.clock:g} here, but the clock is already at "
-                        f"t={self.clock.now:g}: the next note may not hold"
+                        f"t={self.clock.now:g}{caveat}"
                     )
                 )
             if event.note:
@@ -250,8 +248,7 @@ class Session:
                     submit["prompt"],
                     max_tokens=submit["max_tokens"],
                     eos_id=submit.get("eos_id"),
-                    # Not the engine's own naming: a request added by hand may hold that id.
-                    request_id=submit.get("id") or self._free_id(),
+                    request_id=_request_id(event) or self._free_id(),
                 )
             if event.cancel is not None:
                 self.engine.cancel(event.cancel)
@@ -299,6 +296,13 @@ class Session:
     def log(self) -> list[Event]:
         """Engine events and session notes, in the order they happened."""
         return _merge_into([], self.engine.trace, 0, self.notes)
+
+
+def _request_id(event: ScenarioEvent) -> str | None:
+    """The id a scenario submit gives its request (chosen when the scenario was parsed)."""
+    if event.submit is None:
+        return None
+    return event.request_id if event.request_id is not None else event.submit.get("id")
 
 
 def _merge_into(

@@ -146,10 +146,11 @@ class _ChainAttention:
         self.span = c + self.chain
         if earlier is not None:
             self.padded[:, :, c : c + k] = planes(earlier[..., :globals_width], width)
-        if context.stored_bias is None:  # the same for every forward of the round
-            context.stored_bias = _bias(np.arange(c)[None, :] < context.length[:, None])
+        stored_bias = context.stored_bias  # made with the padded context, shared by its calls
+        if stored_bias is None:
+            stored_bias = _bias(np.arange(c)[None, :] < context.length[:, None])
         self.bias = np.empty((size, q, self.span))
-        self.bias[..., :c] = context.stored_bias[:, None, :]
+        self.bias[..., :c] = stored_bias[:, None, :]
         self.bias[..., c:] = _bias(self.causal)
 
     def attend(self, queries: np.ndarray, plane: int) -> np.ndarray:
@@ -527,6 +528,7 @@ class TinyModel:
             ragged,
             c_max,
             local_room=room,
+            stored_bias=_bias(np.arange(c_max)[None, :] < lengths[:, None]),
         )
 
     def compute_rows(

@@ -280,8 +280,8 @@ class BatchContext:
     # so a chain call appends its window rows in place instead of copying `local`. Slice its
     # columns whenever `local`'s are sliced (a draft reading the target's context does).
     local_room: np.ndarray | None = None
-    # (B, C) additive mask of the stored rows (padding masked), made by the first forward
-    # that needs it: the forwards of a round share one context.
+    # (B, C) additive mask of the stored rows (padding masked), made with a padded context
+    # from its `length`: the forwards of a round share it.
     stored_bias: np.ndarray | None = None
 
     @property

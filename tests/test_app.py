@@ -178,6 +178,9 @@ async def test_keys_that_cannot_act_are_dimmed_and_do_nothing() -> None:
         assert app.check_action("step", ()) is True
         await pilot.press("u", "b")
         assert app.engine.tick == 0 and app.session.operations == []
+        # ... and each says why instead of doing nothing silently.
+        said = [n.message for n in app._notifications]
+        assert said[-2:] == ["nothing to undo", "request-1 has no generated tokens to roll back"]
 
         await pilot.press("space")
         await select(pilot, app, "request-3")  # cancelled by the scenario
@@ -186,6 +189,11 @@ async def test_keys_that_cannot_act_are_dimmed_and_do_nothing() -> None:
         before = len(app.session.log())
         await pilot.press("c", "b")
         assert len(app.session.log()) == before
+        said = [n.message for n in app._notifications]
+        assert said[-2:] == [
+            "request-3 has already finished",
+            "request-3 was cancelled: it cannot be rolled back",
+        ]
 
         while app.session.can_step():
             await pilot.press("space")
@@ -706,6 +714,11 @@ async def test_replay_is_read_only_and_steps_through_frames() -> None:
         await pilot.press("c", "b", "a", "t", "r")
         assert app.engine.tick == tick and replay.position == 3
         assert isinstance(app.screen, type(app.screen_stack[0]))
+        said = [n.message for n in app._notifications][-5:]
+        assert said == ["a saved trace is read-only: this key acts in a live session"] * 5
+        await pilot.press("space")  # to the last frame: one more says so
+        await pilot.press("space")
+        assert [n.message for n in app._notifications][-1] == "this is the last frame"
 
 
 async def test_an_engine_refusal_becomes_a_notification() -> None:

@@ -207,7 +207,9 @@ def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[s
         (["--greedy", "generate", "--prompt", "1"], "a command's options go after it"),
         (["--seed", "3", "export", "--steps", "1"], "deepinfer-tui export --seed"),
         (["--num-blocks", "4", "demo"], "'demo' has no --num-blocks"),
-        (["--export-dir", "x", "--trace", "t.json", "guide"], "has no --export-dir, --trace"),
+        (["--export-dir", "x", "guide"], "'guide' has no --export-dir"),
+        (["--export-dir", "deepinfer-exports", "demo"], "'demo' has no --export-dir"),
+        (["--trace", "t.json", "demo"], "deepinfer-tui replay FILE"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(
@@ -355,6 +357,7 @@ def test_guide_lists_and_prints_chapters(capsys: pytest.CaptureFixture[str]) -> 
             '"prompt": [3]}}]}',
             "events[2].submit.id: 'a' is already the id of events[0]",
         ),
+        ('{"events": [{"tick": 0, "submit": {"id": "", "prompt": [1]}}]}', "non-empty string"),
     ],
 )
 def test_malformed_scenario_names_the_file(

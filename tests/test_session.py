@@ -139,6 +139,25 @@ def test_a_scenario_request_without_an_id_never_takes_one_named_later() -> None:
     assert session.engine.result("request-2").finish_reason == "cancelled"
 
 
+def test_a_scenario_cancel_reaches_its_own_unnamed_request_after_a_hand_added_one() -> None:
+    scenario = parse_scenario(
+        {
+            "events": [
+                {"tick": 0, "submit": {"id": "a", "prompt": [1, 2], "max_tokens": 12}},
+                {"tick": 2, "submit": {"prompt": [3, 4], "max_tokens": 12}},
+                {"tick": 3, "cancel": "request-2"},
+            ]
+        }
+    )
+    session = Session(scenario)
+    added = session.submit([5, 6], 12)  # by hand, before the unnamed submit arrives
+    session.run()
+    assert added != "request-2"
+    assert session.engine.result("request-2").prompt == (3, 4)
+    assert session.engine.result("request-2").finish_reason == "cancelled"
+    assert session.engine.result(added).finish_reason == "length"
+
+
 def test_cancelling_the_last_active_request_brings_the_next_scenario_events() -> None:
     session = Session(default_scenario())
     assert list(session.engine.requests) == ["request-1"]
@@ -154,5 +173,5 @@ def test_a_note_after_a_clock_moved_by_hand_says_it_may_not_hold() -> None:
     session.run()
     texts = [note["text"] for note in session.notes]
     warning = next(i for i, t in enumerate(texts) if "the clock is already at t=5" in t)
-    assert "the scenario sets t=3" in texts[warning]
+    assert "the scenario sets t=3" in texts[warning] and "may not hold" in texts[warning]
     assert texts[warning + 1].startswith("warm:")
