@@ -8,7 +8,7 @@ re-executed exactly (scenario + operations determine everything).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -50,7 +50,9 @@ class LogView(Sequence[Event]):
         return self._events[index]
 
 
-def log_still_holds(log: Sequence[Event], read: int, last: Event | None) -> bool:
+def log_still_holds(
+    log: Sequence[Mapping[str, Any]], read: int, last: Mapping[str, Any] | None
+) -> bool:
     """Whether `log` still starts with the `read` events a reader took from it before (`last`
     the last of them). A log only grows or loses its tail (undo, a replay frame back), so
     that one position tells; a reader takes a rewritten log again from the start.
