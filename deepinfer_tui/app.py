@@ -162,7 +162,7 @@ class DebuggerApp(App[None]):
             "t",
             "advance_clock",
             "clock",
-            tooltip="Advance the clock past the next expiry",
+            tooltip="Advance the clock to the next cache expiry",
             id="advance_clock",
         ),
         Binding(

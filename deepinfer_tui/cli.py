@@ -103,14 +103,20 @@ def token_list(text: str) -> list[int]:
 # -- engine settings shared by the app, generate and export --------------------------------------
 
 _ENGINE_FLAGS = (
-    ("seed", non_negative, "N", "model seed (the draft uses its own seed from the scenario)"),
+    ("seed", non_negative, "N", "model seed (the draft's: the scenario's draft seed, else N + 1)"),
     ("batch-budget", positive, "N", "positions verified per round, all requests together"),
     ("draft-width", positive, "N", "deepest draft-tree level"),
     ("branching", positive, "N", "children per expanded draft node (1 = a chain)"),
     ("block-size", positive, "N", "positions per KV block"),
     ("num-blocks", positive, "N", "blocks in the KV pool"),
     ("window", positive, "N", "local attention window of the target model"),
-    ("keep", positive, "N", "bounded recovery: positions whose consumers are replayed"),
+    (
+        "keep",
+        positive,
+        "N",
+        "bounded recovery: positions local attention sees after a restore (compact: also the "
+        "only ones whose consumers run)",
+    ),
 )
 
 

@@ -178,7 +178,7 @@ class Session:
         return f"request-{number}"
 
     def advance_clock(self, seconds: float | None = None) -> float:
-        """Move the clock forward: by `seconds`, or just past the next cache expiry."""
+        """Move the clock forward: by `seconds`, or to the next cache expiry (which expires it)."""
         if seconds is None:
             seconds = self.next_expiry_gap()
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
@@ -189,7 +189,8 @@ class Session:
         return self.clock.now
 
     def next_expiry_gap(self) -> float:
-        """Seconds until just after the next hot or warm expiry (1s when nothing expires)."""
+        """Seconds to the next hot or warm expiry (an entry expires at that instant); 1 s when
+        nothing is cached."""
         now = self.clock.now
         times = [
             t

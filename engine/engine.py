@@ -530,7 +530,8 @@ class Engine:
             "eos_id": request.eos_id,
             "pending_token": request.tokens[-1],
             "committed_positions": cursor,
-            "window": [max(0, cursor - self.target.window), cursor],
+            # Stored positions the pending token's local attention reads (it sees itself too).
+            "window": [max(0, cursor - self.target.window + 1), cursor],
             "restore": request.restore,
             "accepted": request.accepted,
             "proposed": request.proposed,

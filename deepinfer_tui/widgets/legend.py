@@ -21,10 +21,10 @@ class Mark:
 
 BLOCK_MARKS: dict[str, Mark] = {
     "committed": Mark("█", "green", "committed: held by one request"),
-    "shared": Mark("▓", "cyan", "shared: refcount > 1 (requests and/or cache)"),
+    "shared": Mark("▓", "cyan", "shared: held by a request and by another holder"),
     "cached": Mark("▒", "magenta", "cached: held only by the prefix cache"),
     "retained": Mark("░", "yellow", "retained: kept for undo history"),
-    "dropped": Mark("×", "bold red", "dropped: speculative rows freed this round"),
+    "dropped": Mark("×", "bold red", "dropped: freed this round (retained while undo needs it)"),
     "free": Mark("·", "bright_black", "free"),
 }
 
@@ -38,7 +38,9 @@ STATUS_MARKS: dict[str, Mark] = {
 }
 
 CACHE_MARKS: dict[str, Mark] = {
-    "hot": Mark("hot", "bright_red", "hot: complete cursor reused, no model rows"),
+    "hot": Mark(
+        "hot", "bright_red", "hot: cached rows reused as they are; later positions computed"
+    ),
     "warm": Mark("warm", "yellow", "warm: encoder prefix reused, consumers replayed"),
     "cold": Mark("cold", "cyan", "cold: nothing cached, full prefill"),
 }
@@ -52,7 +54,7 @@ VERDICT_MARKS: dict[str, Mark] = {
 }
 
 SLOT_MARKS: dict[str, Mark] = {
-    "window": Mark("‹n›", "underline", "slot inside the local attention window"),
+    "window": Mark("‹n›", "underline", "stored slot the pending token's local attention reads"),
     "rolled_back": Mark("×", "red", "speculative slot rolled back this round"),
     "empty": Mark("·", "bright_black", "empty slot (not yet computed)"),
 }
