@@ -16,6 +16,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Grid
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable
@@ -25,7 +26,7 @@ from engine import Engine
 
 from .commands import DebuggerCommands, PaletteAction
 from .describe import error_message
-from .export import export_all, write_atomically
+from .export import export_all, free_stem, safe_name, write_atomically
 from .screens.add_request import AddRequestScreen
 from .screens.help import HelpScreen, KeyHelp
 from .screens.rollback import RollbackScreen
@@ -41,6 +42,8 @@ DEFAULT_EXPORT_DIR = Path("deepinfer-exports")
 # of the whole heap: 50-80 ms pauses every few keypresses. With a larger threshold they die
 # young. The threshold is process-wide: the app raises it while it runs and restores it.
 GC_YOUNG_THRESHOLD = 10_000
+# A keypress's collector pause ends with its frame, and at the latest after this many seconds.
+GC_PAUSE_LIMIT = 1.0
 
 
 class ReplayFrame(Protocol):
@@ -197,7 +200,8 @@ class DebuggerApp(App[None]):
         self._session = session
         self.export_dir = Path(export_dir) if export_dir is not None else DEFAULT_EXPORT_DIR
         self.replay = replay
-        self.selected_id: str | None = None
+        self._table: RequestTable | None = None  # once mounted
+        self._shown_id: str | None = None  # the request the detail panes show
         self.filter_log = False
         self._auto_timer: Timer | None = None
         self._auto_steps = 0
@@ -240,7 +244,7 @@ class DebuggerApp(App[None]):
         self._gc_threshold = gc.get_threshold()
         young, *older = self._gc_threshold
         gc.set_threshold(max(young, GC_YOUNG_THRESHOLD), *older)
-        table = self.query_one(RequestTable)
+        table = self._table = self.query_one(RequestTable)
         table.border_title = "Requests"
         self.refresh_view()
         table.focus()
@@ -266,6 +270,10 @@ class DebuggerApp(App[None]):
         self._gc_paused = True
         if not self.call_after_refresh(self._resume_gc):
             self._resume_gc()  # the app is closing: no frame will follow
+            return
+        # A screen pushed and popped before the frame (the guide, say) can drop that callback:
+        # the collector must never stay off for good.
+        self.set_timer(GC_PAUSE_LIMIT, self._resume_gc, name="resume gc")
 
     def _resume_gc(self) -> None:
         if self._gc_paused:
@@ -296,25 +304,33 @@ class DebuggerApp(App[None]):
         with self.batch_update():
             table = self.query_one(RequestTable)
             table.show(self.view)
-            self.selected_id = table.selected_id
             self.query_one(StatusBar).show(self.view)
             self._show_selection()
             self._refresh_bindings_if_changed()
 
-    def _show_selection(self) -> None:
-        self.query_one(BlockMap).show(self.view, self.selected_id)
-        self.query_one(DraftTree).show(self.view, self.selected_id)
-        self.query_one(CommitLog).show(self.view, self.selected_id if self.filter_log else None)
+    @property
+    def selected_id(self) -> str | None:
+        """The request under the table's cursor, read when asked: a key that arrives in the
+        same burst as an arrow key acts on the row the cursor is on now, not on the row whose
+        highlight message is still queued behind it."""
+        return self._table.selected_id if self._table is not None else None
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id != "requests":
-            return
-        selected = event.row_key.value
-        if selected != self.selected_id:
+    def _show_selection(self) -> None:
+        selected = self._shown_id = self.selected_id
+        self.query_one(BlockMap).show(self.view, selected)
+        self.query_one(DraftTree).show(self.view, selected)
+        self.query_one(CommitLog).show(self.view, selected if self.filter_log else None)
+
+    def _sync_selection(self) -> None:
+        """Show the cursor's request in the detail panes if they still show another."""
+        if self.selected_id != self._shown_id:
             self._pause_gc_until_painted()
-            self.selected_id = selected
             self._show_selection()
             self._refresh_bindings_if_changed()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "requests":
+            self._sync_selection()
 
     # -- availability (greys out Footer keys; also guards the palette) ------------------------
 
@@ -353,6 +369,18 @@ class DebuggerApp(App[None]):
         if action == "filter_log":
             return True if (self.selected_id is not None or self.filter_log) else None
         return True
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        # Messages carry request ids, scenario names, paths and errors: plain text by default.
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def on_key(self, event: events.Key) -> None:
         """A debugger key that cannot act now says why (its binding is dimmed or hidden, and
@@ -544,7 +572,10 @@ class DebuggerApp(App[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="export", group="export")
     def _export(self, directory: Path) -> list[Path]:
-        return export_all(self._session, directory)
+        # A trace being viewed exports the frame on screen, not the end of the trace.
+        replay = self.replay
+        session = self._session if replay is None else replay.session_at(replay.position)
+        return export_all(session, directory)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.name != "export" or not event.worker.is_finished:
@@ -563,8 +594,10 @@ class DebuggerApp(App[None]):
     def action_save_screen(self) -> None:
         snapshot = self.view.snapshot
         scenario = snapshot.get("session", {}).get("scenario", "session")
-        name = f"{scenario}-tick{self.view.tick:04d}-screen.svg"
-        target = self.export_dir / name
+        stem = free_stem(
+            self.export_dir, f"{safe_name(scenario)}-tick{self.view.tick:04d}-screen", [".svg"]
+        )
+        target = self.export_dir / f"{stem}.svg"
         try:
             svg = self.export_screenshot(
                 title=f"deepinfer-tui · {scenario} · tick {self.view.tick}"

@@ -250,7 +250,7 @@ def request_section(request: dict[str, Any]) -> Panel:
     )
     return Panel(
         Group(lines, block_map(request), draft_tree(request)),
-        title=f"{request['id']} · {status}",
+        title=Text(f"{request['id']} · {status}"),  # a Text: ids are not markup
         title_align="left",
     )
 
@@ -281,7 +281,7 @@ def commit_log(log: list[dict[str, Any]]) -> RenderableType:
 def snapshot_document(snapshot: dict[str, Any], log: list[dict[str, Any]]) -> Group:
     """Everything, in reading order: figures, requests, each request, cache, full log."""
     return Group(
-        Rule(document_title(snapshot)),
+        Rule(Text(document_title(snapshot))),  # a Text: a scenario name is not markup
         header(snapshot),
         Text("\nKV pool", "bold"),
         pool_strip(snapshot),

@@ -57,10 +57,25 @@ def check_formats(formats: Iterable[str]) -> tuple[str, ...]:
     return tuple(chosen)
 
 
+def safe_name(name: str) -> str:
+    """A name usable as a file name on every filesystem, with no path in it."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "scenario"
+
+
 def base_name(session: Session) -> str:
-    """File stem from scenario name and tick, safe on every filesystem: default-t0012."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", session.scenario.name).strip("-.") or "scenario"
-    return f"{name}-t{session.engine.tick:04d}"
+    """File stem from scenario name and tick: default-t0012."""
+    return f"{safe_name(session.scenario.name)}-t{session.engine.tick:04d}"
+
+
+def free_stem(directory: Path, stem: str, suffixes: Iterable[str]) -> str:
+    """`stem`, or `stem-2`, `stem-3`, ... : the first for which none of the files exist, so a
+    second export at the same tick (after a cancel, say) keeps the first."""
+    suffixes = list(suffixes)
+    candidate, number = stem, 1
+    while any((directory / f"{candidate}{suffix}").exists() for suffix in suffixes):
+        number += 1
+        candidate = f"{stem}-{number}"
+    return candidate
 
 
 # -- the trace-snapshot document ---------------------------------------------------------------
@@ -80,6 +95,7 @@ def record_document(
         legacy_windows=False,
         emoji=False,
         highlight=False,
+        markup=False,  # request ids and scenario names are text, whatever brackets they hold
         _environ={},  # COLUMNS, NO_COLOR and friends must not change an export
     )
     console.print(snapshot_document(snapshot, log))
@@ -355,6 +371,7 @@ def export_all(
         ) from None
     if not directory.is_dir():
         raise OSError(f"cannot export into {directory}: it is not a folder")
+    stem = free_stem(directory, stem, (SUFFIXES[name] for name in texts))
     files = {directory / f"{stem}{SUFFIXES[name]}": text for name, text in texts.items()}
     write_atomically(files)
     return list(files)

@@ -275,6 +275,15 @@ class Replay:
         self.position = position
         return self.current
 
+    def session_at(self, position: int) -> Session:
+        """A fresh session re-executed up to frame `position` (frame 0: the start)."""
+        if not 0 <= position < len(self.frames):
+            raise ValueError(f"frame {position} is outside 0..{len(self.frames) - 1}")
+        session = Session(self.trace.scenario)
+        for operation in self.trace.operations[:position]:
+            session.apply(operation)
+        return session
+
     @property
     def reproduced(self) -> bool:
         return self.divergence is None

@@ -8,6 +8,7 @@ move the injected `clock` to an absolute time, and carry a `note` shown in the l
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -256,7 +257,10 @@ def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
         raise fail(f"{where}.cancel", "must be a request id string")
     clock = raw.get("clock")
     if clock is not None and (
-        isinstance(clock, bool) or not isinstance(clock, (int, float)) or not clock >= 0
+        isinstance(clock, bool)
+        or not isinstance(clock, (int, float))
+        or not clock >= 0
+        or not math.isfinite(clock)  # 1e309 in JSON reads as infinity
     ):
         raise fail(f"{where}.clock", f"must be a non-negative number of seconds, got {clock!r}")
     note = raw.get("note")

@@ -7,6 +7,7 @@ re-executed exactly (scenario + operations determine everything).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -183,6 +184,8 @@ class Session:
             seconds = self.next_expiry_gap()
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
             raise ValueError(f"the clock only moves forward; got {seconds!r} seconds")
+        if not math.isfinite(self.clock.now + float(seconds)):
+            raise ValueError(f"moving the clock by {seconds!r} seconds would leave finite time")
         self.clock.now += float(seconds)
         self.notes.append(self._note(f"clock advanced to t={self.clock.now:g}"))
         self.operations.append({"op": "clock", "seconds": float(seconds)})

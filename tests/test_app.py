@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import re
 from pathlib import Path
@@ -9,15 +10,17 @@ from typing import Any
 
 import pytest
 from rich.segment import Segment
+from textual import events
 from textual.app import App, ComposeResult
+from textual.content import Content
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input
 
 from deepinfer_tui import tour
-from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.app import GC_PAUSE_LIMIT, DebuggerApp
 from deepinfer_tui.describe import describe
-from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
@@ -572,6 +575,24 @@ async def test_garbage_collection_waits_until_a_keypress_is_painted() -> None:
     assert gc.isenabled()
 
 
+async def test_garbage_collection_comes_back_when_a_screen_swallows_the_frame() -> None:
+    """A screen pushed and popped in the same burst as a step can drop the repaint the pause
+    waits for: the collector still comes back on."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(4):
+            for key, character in (("space", " "), ("g", "g")):
+                app.post_message(events.Key(key, character))
+            await asyncio.sleep(0.01)
+            app.post_message(events.Key("escape", "\x1b"))
+            await pilot.pause(0.2)
+            while len(app.screen_stack) > 1:
+                await pilot.press("escape")
+        await pilot.pause(GC_PAUSE_LIMIT + 0.2)
+        assert gc.isenabled() and not app._gc_paused
+    assert gc.isenabled()
+
+
 async def test_q_quits() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -833,3 +854,40 @@ async def test_the_footer_keeps_help_and_quit_in_view_as_the_terminal_narrows(
         assert right <= width  # nothing cut at the edge
         await pilot.press("space", "b")  # a hidden key still works
         assert app.session.operations[-1]["op"] == "rollback"
+
+
+async def test_keys_in_one_burst_act_on_the_row_the_cursor_moved_to() -> None:
+    """An arrow key and an action key arriving in one terminal read: the action must take the
+    cursor's row, not the row whose highlight message is still queued behind the keys."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space")
+        await select(pilot, app, "request-1")
+        for key, character in (("down", None), ("c", "c")):
+            app.post_message(events.Key(key, character))
+        await pilot.pause(0.2)
+        assert app.session.operations[-1] == {"op": "cancel", "id": "request-2"}
+        assert request_view(app, "request-1")["finish_reason"] is None
+        assert app.query_one(BlockMap).border_title == "KV blocks · request-2"
+
+
+async def test_brackets_in_a_request_id_show_as_text(tmp_path: Path) -> None:
+    """Ids and scenario names reach border titles, notifications and exports: never markup."""
+    scenario = parse_scenario(
+        {
+            "name": "[/]odd",
+            "events": [{"tick": 0, "submit": {"id": "[/]x[b]", "prompt": [1, 2], "max_tokens": 3}}],
+        }
+    )
+    app = DebuggerApp(Session(scenario), export_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "f", "e", "ctrl+s")
+        await pilot.pause(0.5)
+
+        def title(widget: Any) -> str:  # as drawn: border titles are markup
+            return Content.from_markup(widget.border_title).plain
+
+        assert title(app.query_one(BlockMap)) == "KV blocks · [/]x[b]"
+        assert title(app.query_one(CommitLog)) == "Commit log · only [/]x[b] (f: all)"
+        assert all(n.severity != "error" for n in app._notifications)
+        assert len(list(tmp_path.iterdir())) == 6  # five export files and the screenshot

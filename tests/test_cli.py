@@ -358,6 +358,7 @@ def test_guide_lists_and_prints_chapters(capsys: pytest.CaptureFixture[str]) -> 
             "events[2].submit.id: 'a' is already the id of events[0]",
         ),
         ('{"events": [{"tick": 0, "submit": {"id": "", "prompt": [1]}}]}', "non-empty string"),
+        ('{"events": [{"tick": 0, "clock": 1e309}]}', "events[0].clock"),
     ],
 )
 def test_malformed_scenario_names_the_file(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -15,7 +16,7 @@ import pytest
 from deepinfer_tui.describe import describe
 from deepinfer_tui.export import ALL_FORMATS, export_all, parse_formats, perfetto_trace
 from deepinfer_tui.replay import Replay, load_trace
-from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session
 
 
@@ -189,14 +190,21 @@ def test_unwritable_folder_is_a_clear_error_and_writes_nothing(tmp_path: Path) -
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
 
-def test_failure_midway_leaves_no_file_behind(tmp_path: Path) -> None:
+def test_failure_midway_leaves_no_file_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     session = _session(steps=2)
-    # A folder squats on the HTML file's name, so that rename fails after the SVG's succeeded.
-    (tmp_path / "default-t0002.html").mkdir()
+    replace = os.replace
+
+    def failing_replace(source: Any, target: Any) -> None:
+        if str(target).endswith(".html"):  # after the SVG's rename succeeded
+            raise PermissionError(13, "Permission denied")
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError, match=r"default-t0002\.html"):
         export_all(session, tmp_path)
-    assert [p.name for p in tmp_path.iterdir()] == ["default-t0002.html"]
-    assert not any((tmp_path / "default-t0002.html").iterdir())
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_formats_are_validated() -> None:
@@ -212,3 +220,31 @@ def test_export_works_without_textual() -> None:
     code = "import sys, deepinfer_tui.export, deepinfer_tui.cli; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_second_export_at_the_same_tick_keeps_the_first(tmp_path: Path) -> None:
+    session = _session(steps=3)
+    first = export_all(session, tmp_path)
+    before = {path: path.read_bytes() for path in first}
+    session.cancel("request-1")  # same tick, another state
+    second = export_all(session, tmp_path)
+    assert {p.name.split(".")[0] for p in second} == {f"default-t{session.engine.tick:04d}-2"}
+    assert all(path.read_bytes() == data for path, data in before.items())
+    assert "cancelled" in next(p for p in second if p.suffix == ".txt").read_text(encoding="utf-8")
+
+
+def test_brackets_in_names_and_ids_are_text_not_markup(tmp_path: Path) -> None:
+    scenario = parse_scenario(
+        {
+            "name": "[/]odd ../../name",
+            "events": [
+                {"tick": 0, "submit": {"id": "[/]x[bold]", "prompt": [1, 2], "max_tokens": 3}}
+            ],
+        }
+    )
+    session = Session(scenario)
+    session.run()
+    paths = export_all(session, tmp_path)
+    assert all(path.parent == tmp_path for path in paths)  # no path from the scenario name
+    text = next(p for p in paths if p.suffix == ".txt").read_text(encoding="utf-8")
+    assert "[/]x[bold]" in text and "[/]odd ../../name" in text

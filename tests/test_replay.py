@@ -190,3 +190,13 @@ def test_a_rollback_frame_names_the_tokens_it_removed() -> None:
     labels = [frame.label for frame in Replay(load_trace_from(session)).frames]
     expected = f"roll back request-1 by {generated} token{'s' if generated != 1 else ''}"
     assert labels[-1] == f"{expected} (asked for 100)"
+
+
+def test_a_session_at_any_frame_is_that_frame(busy_session: Session) -> None:
+    """What the trace viewer exports for the frame on screen."""
+    replay = Replay(load_trace_from(busy_session))
+    for position in (0, 3, len(replay.frames) - 1):
+        session = replay.session_at(position)
+        assert session.snapshot() == replay.frames[position].snapshot
+    with pytest.raises(ValueError, match="outside"):
+        replay.session_at(len(replay.frames))

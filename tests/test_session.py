@@ -175,3 +175,12 @@ def test_a_note_after_a_clock_moved_by_hand_says_it_may_not_hold() -> None:
     warning = next(i for i, t in enumerate(texts) if "the clock is already at t=5" in t)
     assert "the scenario sets t=3" in texts[warning] and "may not hold" in texts[warning]
     assert texts[warning + 1].startswith("warm:")
+
+
+def test_the_clock_never_leaves_finite_time() -> None:
+    session = Session(default_scenario())
+    session.advance_clock(1e308)
+    before = session.snapshot()
+    with pytest.raises(ValueError, match="finite"):
+        session.advance_clock(1e308)
+    assert session.snapshot() == before

@@ -9,6 +9,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
+from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
@@ -32,7 +33,7 @@ class RollbackScreen(ModalScreen[list[int] | None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="form", classes="dialog") as form:
-            form.border_title = f"Roll back {self._request_id}"
+            form.border_title = f"Roll back {escape(self._request_id)}"  # titles are markup
             yield Static(
                 f"Remove how many generated tokens? It has {self._generated}; "
                 "larger counts stop at zero."

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, NamedTuple
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.geometry import Size
+from textual.markup import escape
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -184,7 +185,7 @@ class BlockMap(ScrollView, can_focus=True):
             title = "KV blocks"
         else:
             lines = tuple(block_table_lines(request, view))
-            title = f"KV blocks · {request['id']}"
+            title = f"KV blocks · {escape(str(request['id']))}"  # titles are markup
         if self.border_title != title:
             self.border_title = title
         header, glyphs = pool_header(view), pool_glyphs(view, request)

@@ -17,6 +17,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
+from textual.markup import escape
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -122,7 +123,7 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
         if filter_id is None:
             self.border_title = f"Commit log · {plural(len(log), 'event')}"
         else:
-            self.border_title = f"Commit log · only {filter_id} (f: all)"
+            self.border_title = f"Commit log · only {escape(filter_id)} (f: all)"  # markup
 
     def _common_prefix(self, log: Sequence[Event]) -> int:
         """How many of the considered events the new log still starts with (all it shares

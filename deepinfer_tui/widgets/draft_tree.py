@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
 from textual.geometry import Offset, Region, Size
+from textual.markup import escape
 from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
@@ -156,7 +157,7 @@ class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=
             self.root.set_label(Text("no request selected", style="italic"))
             self.border_title = "Draft tree"
             return
-        self.border_title = f"Draft tree · {request['id']}"
+        self.border_title = f"Draft tree · {escape(str(request['id']))}"  # titles are markup
         if not tree:
             if view.snapshot.get("models", {}).get("draft") is None:
                 why = "greedy: no draft model"
@@ -166,7 +167,7 @@ class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=
                 why = "no draft round yet"
             self.root.set_label(Text(f"{request['id']}: {why}", style="italic"))
             return
-        self.border_title = f"Draft tree · {request['id']} · round {tree['round']}"
+        self.border_title = f"Draft tree · {escape(str(request['id']))} · round {tree['round']}"
         self._populate(request, tree, view.tick)
 
     def _populate(self, request: RequestView, tree: Mapping[str, Any], tick: int) -> None:
