@@ -24,7 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from engine import Engine
 
-from .commands import DebuggerCommands, PaletteAction
+from .commands import ClosingOncePalette, DebuggerCommands, PaletteAction
 from .describe import error_message
 from .export import export_all, free_stem, safe_name, write_atomically
 from .screens.add_request import AddRequestScreen
@@ -206,6 +206,8 @@ class DebuggerApp(App[None]):
         self._auto_timer: Timer | None = None
         self._auto_steps = 0
         self._exporting = False
+        self._quit_after_export = False
+        self._palette_opened = self._palette_ran = 0  # palette openings; the last that ran
         self._binding_states: tuple[bool | None, ...] = ()
         self._gc_threshold: tuple[int, ...] | None = None  # the process's, while we run
         self._gc_paused = False  # we disabled the collector until the next frame is painted
@@ -565,6 +567,18 @@ class DebuggerApp(App[None]):
 
         self.push_screen(GuideScreen())
 
+    def action_command_palette(self) -> None:
+        if self.use_command_palette and not CommandPalette.is_open(self):
+            self._palette_opened += 1
+            self.push_screen(ClosingOncePalette(id="--command-palette"))
+
+    async def action_quit(self) -> None:
+        if self._exporting:  # `e` then `q` at once: the files first, then quit
+            self._quit_after_export = True
+            self.notify("Quitting once the export is written", title="Export")
+            return
+        await super().action_quit()
+
     def action_export(self) -> None:
         self._exporting = True
         self._refresh_bindings_if_changed()
@@ -590,6 +604,10 @@ class DebuggerApp(App[None]):
             reason = error_message(error) if error is not None else "unknown error"
             self.notify(f"Export failed: {reason}", title="Export", severity="error")
         self._refresh_bindings_if_changed()
+        quit_now = self._quit_after_export and event.state == WorkerState.SUCCESS
+        self._quit_after_export = False  # a failed export keeps the app open, to say so
+        if quit_now:
+            self.exit()
 
     def action_save_screen(self) -> None:
         snapshot = self.view.snapshot
@@ -649,6 +667,10 @@ class DebuggerApp(App[None]):
         ]
 
     def run_palette_action(self, action: str) -> None:
+        # One command per opening: Enter pressed twice before the palette closed selects twice.
+        if self._palette_ran == self._palette_opened:
+            return
+        self._palette_ran = self._palette_opened
         # Deferred: the palette is still closing when its command is called.
         self.call_later(self._run_palette_action, action)
 

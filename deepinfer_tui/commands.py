@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
-from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.await_complete import AwaitComplete
+from textual.command import CommandPalette, DiscoveryHit, Hit, Hits, Provider
 
 
 @dataclass(frozen=True)
@@ -60,3 +61,13 @@ class DebuggerCommands(Provider):
             score = max(matcher.match(text), matcher.match(detail) * 0.5)
             if score > 0:
                 yield Hit(score, matcher.highlight(text), run, help=detail)
+
+
+class ClosingOncePalette(CommandPalette):
+    """Textual's command palette, dismissed once: Enter pressed twice before it closed asked
+    it to close twice, and the second pop of the screen stack crashed the app."""
+
+    def dismiss(self, result: object | None = None) -> AwaitComplete:
+        if not self.is_current:
+            return AwaitComplete()  # already closing
+        return super().dismiss(result)

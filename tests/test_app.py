@@ -891,3 +891,32 @@ async def test_brackets_in_a_request_id_show_as_text(tmp_path: Path) -> None:
         assert title(app.query_one(CommitLog)) == "Commit log · only [/]x[b] (f: all)"
         assert all(n.severity != "error" for n in app._notifications)
         assert len(list(tmp_path.iterdir())) == 6  # five export files and the screenshot
+
+
+async def test_quitting_during_an_export_waits_for_its_files(tmp_path: Path) -> None:
+    app = DebuggerApp(Session(default_scenario()), export_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space")
+        for key in ("e", "q"):  # one burst: q arrives while the export is being written
+            app.post_message(events.Key(key, key))
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if not app.is_running:
+                break
+        assert not app.is_running
+    assert len(list(tmp_path.iterdir())) == 5
+
+
+async def test_enter_twice_in_the_palette_runs_the_command_once() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space")
+        await pilot.press("ctrl+p", *"undo")
+        await pilot.pause(0.3)
+        for _ in range(2):  # one burst: the second arrives while the palette is closing
+            app.post_message(events.Key("enter", "\r"))
+        await pilot.pause(0.5)
+        assert len(app.screen_stack) == 1
+        assert app.session.engine.tick == 1  # one undo
+        await pilot.press("space")
+        assert app.session.engine.tick == 2  # and the app goes on
