@@ -363,6 +363,8 @@ class DebuggerApp(App[None]):
                 return True if self.replay.position < len(self.replay.frames) - 1 else None
             return True if self.replay.position > 0 else None
         if action in MUTATING:
+            if action == "toggle_run" and self.auto_running:
+                return True  # pausing is always possible
             if self._exporting:
                 return None
             return True if self._can(action) else None
