@@ -77,6 +77,8 @@ class ReplayLike(Protocol):
 
     def back(self) -> bool: ...
 
+    def session_at(self, position: int) -> Session: ...
+
 
 # Actions that change the session; all are off in replay mode and while an export runs.
 MUTATING = frozenset(
@@ -570,7 +572,7 @@ class DebuggerApp(App[None]):
         self.push_screen(GuideScreen())
 
     def action_command_palette(self) -> None:
-        if self.use_command_palette and not CommandPalette.is_open(self):
+        if self.use_command_palette and not CommandPalette.is_open(self):  # type: ignore[arg-type]
             self._palette_opened += 1
             self.push_screen(ClosingOncePalette(id="--command-palette"))
 

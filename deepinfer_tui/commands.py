@@ -67,7 +67,7 @@ class ClosingOncePalette(CommandPalette):
     """Textual's command palette, dismissed once: Enter pressed twice before it closed asked
     it to close twice, and the second pop of the screen stack crashed the app."""
 
-    def dismiss(self, result: object | None = None) -> AwaitComplete:
+    def dismiss(self, result: None = None) -> AwaitComplete:
         if not self.is_current:
             return AwaitComplete()  # already closing
         return super().dismiss(result)
