@@ -344,8 +344,9 @@ class DebuggerApp(App[None]):
         return self._availability(action)
 
     def _covered(self) -> bool:
-        """True while a screen other than the debugger (or the command palette) is on top."""
-        return len(self.screen_stack) > 1 and not isinstance(self.screen, CommandPalette)
+        """True while another screen (a dialog, the guide, help) is open, with or without the
+        command palette over it."""
+        return any(not isinstance(s, CommandPalette) for s in self.screen_stack[1:])
 
     def _in_this_mode(self, action: str) -> bool:
         """False for the keys of the other mode: replay stepping live, mutations in a replay."""
@@ -452,7 +453,7 @@ class DebuggerApp(App[None]):
             self.refresh_bindings()
 
     def action_available(self, action: str) -> bool:
-        return bool(self._availability(action))
+        return bool(self.check_action(action, ()))
 
     # -- live actions (the only code that mutates the session) --------------------------------
 

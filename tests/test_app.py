@@ -12,6 +12,7 @@ import pytest
 from rich.segment import Segment
 from textual import events
 from textual.app import App, ComposeResult
+from textual.command import CommandPalette
 from textual.content import Content
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -920,3 +921,17 @@ async def test_enter_twice_in_the_palette_runs_the_command_once() -> None:
         assert app.session.engine.tick == 1  # one undo
         await pilot.press("space")
         assert app.session.engine.tick == 2  # and the app goes on
+
+
+async def test_the_palette_over_a_dialog_lists_debugger_actions_as_unavailable() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.action_available("step")
+        await pilot.press("a")  # the add dialog
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, CommandPalette)
+        assert not app.action_available("step")  # listed "(not available now)"
+        await pilot.press("escape", "escape")
+        await pilot.pause(0.1)
+        assert app.action_available("step")
