@@ -360,22 +360,7 @@ class DebuggerApp(App[None]):
         """True: can act; None: could, but not now (dimmed); False: not in this mode."""
         if not self._in_this_mode(action):
             return False
-        if action in REPLAY_ONLY:
-            assert self.replay is not None
-            if action == "frame_forward":
-                return True if self.replay.position < len(self.replay.frames) - 1 else None
-            return True if self.replay.position > 0 else None
-        if action in MUTATING:
-            if action == "toggle_run" and self.auto_running:
-                return True  # pausing is always possible
-            if self._exporting:
-                return None
-            return True if self._can(action) else None
-        if action == "export":
-            return None if self._exporting else True
-        if action == "filter_log":
-            return True if (self.selected_id is not None or self.filter_log) else None
-        return True
+        return True if self._blocker(action) is None else None
 
     def notify(
         self,
@@ -403,47 +388,50 @@ class DebuggerApp(App[None]):
         ]
         if not actions or any(self._availability(action) for action in actions):
             return
-        relevant = [a for a in actions if self._in_this_mode(a)] or actions
-        self.notify(self._why_not(relevant[0]), title="Not now", severity="warning", timeout=3)
+        mine = [action for action in actions if self._in_this_mode(action)]
+        if mine:
+            reason = self._blocker(mine[0]) or "not available right now"
+        elif self.replay is not None:
+            reason = "a saved trace is read-only: this key acts in a live session"
+        else:
+            reason = "this key steps through a saved trace"
+        self.notify(reason, title="Not now", severity="warning", timeout=3)
 
-    def _why_not(self, action: str) -> str:
-        if not self._in_this_mode(action):
-            if self.replay is not None:
-                return "a saved trace is read-only: this key acts in a live session"
-            return "this key steps through a saved trace"
-        if self._exporting:
+    def _blocker(self, action: str) -> str | None:
+        """Why an action of this mode cannot act now (None: it can). The footer dims the keys
+        that have a reason, and pressing one shows it."""
+        if action in REPLAY_ONLY:
+            assert self.replay is not None
+            if action == "frame_forward":
+                last = self.replay.position == len(self.replay.frames) - 1
+                return "this is the last frame" if last else None
+            return "this is the first frame" if self.replay.position == 0 else None
+        if action == "toggle_run" and self.auto_running:
+            return None  # pausing is always possible
+        if self._exporting and (action in MUTATING or action == "export"):
             return "an export is still being written"
-        if self.replay is not None:
-            return f"this is the {'last' if action == 'frame_forward' else 'first'} frame"
         request = self.view.request(self.selected_id)
-        if action in ("step", "toggle_run"):
+        if action in ("step", "toggle_run") and not self._session.can_step():
             return "nothing to step: every request has finished and no scenario event is due"
-        if action == "undo":
+        if action == "undo" and not self._session.can_undo():
             return "nothing to undo"
-        if action == "filter_log" or request is None:
-            return "select a request first"
-        if action == "cancel_request":
-            return f"{request['id']} has already finished"
-        if action in ("rollback", "rollback_many"):
+        if action == "filter_log":
+            selected = self.selected_id is not None or self.filter_log
+            return None if selected else "select a request first"
+        if action in ("cancel_request", "rollback", "rollback_many"):
+            if request is None:
+                return "select a request first"
+            if action == "cancel_request":
+                return (
+                    None if request.get("can_cancel") else f"{request['id']} has already finished"
+                )
+            if request.get("can_rollback"):
+                return None
             ended = {"cancelled": "was cancelled", "error": "failed"}.get(request["finish_reason"])
             if ended:
                 return f"{request['id']} {ended}: it cannot be rolled back"
             return f"{request['id']} has no generated tokens to roll back"
-        return "not available right now"
-
-    def _can(self, action: str) -> bool:
-        request = self.view.request(self.selected_id)
-        if action == "step":
-            return self._session.can_step()
-        if action == "toggle_run":
-            return self.auto_running or self._session.can_step()
-        if action == "cancel_request":
-            return bool(request and request.get("can_cancel"))
-        if action in ("rollback", "rollback_many"):
-            return bool(request and request.get("can_rollback"))
-        if action == "undo":
-            return self._session.can_undo()
-        return True
+        return None
 
     def _refresh_bindings_if_changed(self) -> None:
         # The footer recomposes on every refresh_bindings(); skip it when nothing changed.
