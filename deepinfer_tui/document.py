@@ -66,7 +66,7 @@ def header(snapshot: dict[str, Any]) -> Table:
     )
     grid.add_row(
         "blocks",
-        f"{blocks['used'] - blocks['cached'] - blocks['retained']} held by requests · "
+        f"{blocks['held']} held by requests · "
         f"{blocks['cached']} cached · {blocks['retained']} retained for undo · "
         f"{blocks['free']} free · of {blocks['total']} ({blocks['shared']} shared)",
     )

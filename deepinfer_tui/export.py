@@ -266,8 +266,11 @@ def perfetto_trace(session: Session) -> dict[str, Any]:
         ts = tick * ROUND_US
         blocks = metrics["blocks"]
         # Disjoint series, so the stacked counter track adds up to the whole pool.
-        held = blocks["used"] - blocks["cached"] - blocks["retained"]
-        series = {"requests": held, "cached": blocks["cached"], "retained": blocks["retained"]}
+        series = {
+            "requests": blocks["held"],
+            "cached": blocks["cached"],
+            "retained": blocks["retained"],
+        }
         events.append(_counter("blocks", ts, {**series, "free": blocks["free"]}))
         drafts = metrics["drafts"]
         overall = drafts["accepted"] / drafts["verified"] if drafts["verified"] else 0.0

@@ -326,6 +326,7 @@ class Engine:
                 "total": counts.total,
                 "free": counts.free,
                 "used": counts.used,
+                "held": counts.held,
                 "cached": counts.cached,
                 "shared": counts.shared,
                 "retained": counts.retained,

@@ -83,10 +83,11 @@ class ModelStore:
 class PoolCounts:
     total: int
     free: int
-    used: int
-    cached: int
+    used: int  # held + cached + retained
+    held: int  # in some request's table
+    cached: int  # held only by the prefix cache
     shared: int
-    retained: int
+    retained: int  # refcount 0, kept for undo history
 
 
 class BlockPool:
@@ -186,10 +187,12 @@ class BlockPool:
     def counts(self, cache_only: set[int]) -> PoolCounts:
         free = int(self.free.sum())
         retained = int(((self.refcount == 0) & ~self.free).sum())
+        used = self.num_blocks - free
         return PoolCounts(
             total=self.num_blocks,
             free=free,
-            used=self.num_blocks - free,
+            used=used,
+            held=used - len(cache_only) - retained,
             cached=len(cache_only),
             shared=int((self.refcount > 1).sum()),
             retained=retained,

@@ -222,6 +222,7 @@ def check_block_invariants(engine: Engine) -> dict[str, Any]:
     assert retained == blocks["retained"], (retained, blocks)
     assert shared == blocks["shared"], (shared, blocks)
     assert blocks["cached"] == len(cache_held - request_held), blocks
+    assert blocks["held"] == len(request_held), blocks
 
     queue = snapshot["queue"]
     unfinished = {v["id"] for v in snapshot["requests"] if v["status"] != "finished"}

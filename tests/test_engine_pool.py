@@ -34,6 +34,7 @@ def test_a_fresh_engine_has_every_block_free() -> None:
         "total": 12,
         "free": 12,
         "used": 0,
+        "held": 0,
         "cached": 0,
         "shared": 0,
         "retained": 0,

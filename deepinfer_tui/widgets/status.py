@@ -111,12 +111,11 @@ def render_status(view: View, committed: Sequence[int]) -> Text:
     text.append("\n")
 
     text.append(" blocks ")
-    # A partition of the pool, so the counts add up to the total ("used" counts all three).
-    cached, retained = blocks.get("cached", 0), blocks.get("retained", 0)
+    # A partition of the pool, so the counts add up to the total ("used" counts the first three).
     parts = {
-        "held": (BLOCK_MARKS["committed"], blocks.get("used", 0) - cached - retained),
-        "cached": (BLOCK_MARKS["cached"], cached),
-        "undo": (BLOCK_MARKS["retained"], retained),
+        "held": (BLOCK_MARKS["committed"], blocks.get("held", 0)),
+        "cached": (BLOCK_MARKS["cached"], blocks.get("cached", 0)),
+        "undo": (BLOCK_MARKS["retained"], blocks.get("retained", 0)),
         "free": (BLOCK_MARKS["free"], blocks.get("free", 0)),
     }
     for name, (mark, count) in parts.items():
