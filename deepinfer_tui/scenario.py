@@ -33,8 +33,8 @@ class ScenarioEvent:
     cancel: str | None = None
     clock: float | None = None
     note: str | None = None
-    # The id a submit's request gets: its own "id", or one chosen when the scenario is parsed
-    # (so a request added by hand can never take it first). Not written back out.
+    # A submit's request id: its own "id", or one `parse_scenario` chooses (so a request added
+    # by hand can never take it first). Set for every submit; not written back out.
     request_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -172,7 +172,7 @@ class Session:
 
     def _free_id(self) -> str:
         """The next request-N id that neither the engine nor a future scenario event uses."""
-        reserved = {_request_id(event) for event in self.pending_events} - {None}
+        reserved = {event.request_id for event in self.pending_events} - {None}
         number = len(self.engine.requests) + 1
         while f"request-{number}" in self.engine.requests or f"request-{number}" in reserved:
             number += 1
@@ -254,7 +254,7 @@ class Session:
                     submit["prompt"],
                     max_tokens=submit["max_tokens"],
                     eos_id=submit.get("eos_id"),
-                    request_id=_request_id(event) or self._free_id(),
+                    request_id=event.request_id,  # chosen when the scenario was parsed
                 )
             if event.cancel is not None:
                 self.engine.cancel(event.cancel)
@@ -302,13 +302,6 @@ class Session:
     def log(self) -> list[Event]:
         """Engine events and session notes, in the order they happened."""
         return _merge_into([], self.engine.trace, 0, self.notes)
-
-
-def _request_id(event: ScenarioEvent) -> str | None:
-    """The id a scenario submit gives its request (chosen when the scenario was parsed)."""
-    if event.submit is None:
-        return None
-    return event.request_id if event.request_id is not None else event.submit.get("id")
 
 
 def _merge_into(
