@@ -146,11 +146,10 @@ class _ChainAttention:
         self.span = c + self.chain
         if earlier is not None:
             self.padded[:, :, c : c + k] = planes(earlier[..., :globals_width], width)
-        stored_bias = context.stored_bias  # made with the padded context, shared by its calls
-        if stored_bias is None:
-            stored_bias = _bias(np.arange(c)[None, :] < context.length[:, None])
+        # Only `batch_context` pads, and it makes the stored rows' mask once for the round.
+        assert context.stored_bias is not None
         self.bias = np.empty((size, q, self.span))
-        self.bias[..., :c] = stored_bias[:, None, :]
+        self.bias[..., :c] = context.stored_bias[:, None, :]
         self.bias[..., c:] = _bias(self.causal)
 
     def attend(self, queries: np.ndarray, plane: int) -> np.ndarray:
@@ -430,7 +429,9 @@ class TinyModel:
         padded = self._scratch(name, (len(batch), 4, capacity, width))[:, :, :rows]
         filled = self._filled.setdefault(name, {})
         # Steady decoding reads one new row per item: those are gathered in one operation.
-        single: tuple[list[int], list[int], list[int]] = ([], [], [])  # items, rows, slots
+        single_items: list[int] = []
+        single_rows: list[int] = []
+        single_slots: list[int] = []
         store = None
         for b, item in enumerate(batch):
             count, key = item.encoder_length, item.context_key
@@ -447,9 +448,9 @@ class TinyModel:
                 index = context.index
                 if count - start == 1 and (store is None or context.store is store):
                     store = context.store
-                    single[0].append(b)
-                    single[1].append(start)
-                    single[2].append(
+                    single_items.append(b)
+                    single_rows.append(start)
+                    single_slots.append(
                         index.start + start if isinstance(index, slice) else index[start]
                     )
                     continue
@@ -462,8 +463,8 @@ class TinyModel:
                 stored = context.columns(self.layout.globals)[start:count]
                 padded[b, :, start:count] = planes(stored, width)
         if store is not None:
-            items, at_rows, slots = single
-            padded[items, :, at_rows] = store.planes[:, slots].swapaxes(0, 1)
+            gathered = store.planes[:, single_slots].swapaxes(0, 1)
+            padded[single_items, :, single_rows] = gathered
         return padded
 
     def _context_planes(self, context: Rows | Stored | Joined) -> np.ndarray:
