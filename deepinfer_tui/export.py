@@ -363,7 +363,6 @@ def export_all(
     """Write the chosen formats into `directory` (created if missing); returns the paths."""
     directory = Path(directory)
     texts = render_exports(session, formats)
-    stem = base_name(session)
     if directory.exists() and not directory.is_dir():
         raise OSError(f"cannot export into {directory}: it is a file, not a folder")
     try:
@@ -374,7 +373,7 @@ def export_all(
         ) from None
     if not directory.is_dir():
         raise OSError(f"cannot export into {directory}: it is not a folder")
-    stem = free_stem(directory, stem, (SUFFIXES[name] for name in texts))
+    stem = free_stem(directory, base_name(session), (SUFFIXES[name] for name in texts))
     files = {directory / f"{stem}{SUFFIXES[name]}": text for name, text in texts.items()}
     write_atomically(files)
     return list(files)
