@@ -22,8 +22,9 @@ if str(BENCHMARKS) not in sys.path:  # also runnable as `python -m` from elsewhe
     sys.path.insert(0, str(BENCHMARKS))
 
 import reference  # noqa: E402
-from engines import OurEngine  # noqa: E402
+from engines import MODEL_SHAPE, OurEngine  # noqa: E402
 from environment import environment  # noqa: E402
+from floor import attention_floor  # noqa: E402
 from report import batch_ratios, evaluate_targets, long_ratios, render  # noqa: E402
 from tui_latency import run_tui_repeated  # noqa: E402
 from workloads import (  # noqa: E402
@@ -225,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             entry["ratio"] = long_ratios(entry["ours"], entry.get("reference"))
+            progress("long: the attention floor of a greedy decode step")
+            entry["attention_floor_ms"] = attention_floor(
+                shape.lengths, MODEL_SHAPE["width"], MODEL_SHAPE["depth"]
+            )
         elif name == "tui":
             progress(f"tui: {shape.presses} presses at {shape.requests} active requests")
             entry["ours"] = run_tui_repeated(shape, args.repeat)
