@@ -104,7 +104,10 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     )
     long_ratio = _get(w, "long", "ratio") or {}
     long_ours = _get(w, "long", "ours") or {}
-    floor = _get(w, "long", "attention_floor_ms") or {}
+    floor = {
+        length: parts["total_ms"]
+        for length, parts in (_get(w, "long", "decode_floor") or {}).items()
+    }
     for mode in ("greedy", "speculative"):
         for length, bound in (("2048", 20.0), ("4096", 50.0)):
             detail = "reference ms/token / our ms/token"
@@ -113,7 +116,7 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             )
             if mode == "greedy" and ceiling is not None:
                 detail += (
-                    f"; the bare attention arithmetic of a step ({floor[length]:.3f} ms) "
+                    f"; the bare arithmetic of a step ({floor[length]:.3f} ms) "
                     f"allows at most {ceiling:.1f}x"
                 )
             targets.append(
@@ -330,7 +333,9 @@ def _render_long(long: dict[str, Any], tuning: dict[str, Any]) -> str:
     ours = long.get("ours") or {}
     theirs = long.get("reference") or {}
     ratios = long.get("ratio") or {}
-    floor = long.get("attention_floor_ms") or {}
+    floor = {
+        length: parts["total_ms"] for length, parts in (long.get("decode_floor") or {}).items()
+    }
     rows = []
     for mode, lengths in ours.items():
         for length, f in lengths.items():
@@ -366,9 +371,9 @@ def _render_long(long: dict[str, Any], tuning: dict[str, Any]) -> str:
     title = f"long context (one request; prefill = first round; decode = after it{depth}):"
     if floor:
         title += (
-            "\nfloor ms = the bare NumPy arithmetic of a greedy decode step's global attentions "
-            "(q·Kᵀ, softmax, p·V over the whole history, best of many runs): no decode step "
-            "of this model can take less"
+            "\nfloor ms = the bare NumPy arithmetic of a greedy decode step (its global "
+            "attentions over the whole history and its dense products, best of many runs; "
+            "benchmarks/floor.py): no decode step of this model can take less"
         )
     return (
         title

@@ -24,7 +24,7 @@ if str(BENCHMARKS) not in sys.path:  # also runnable as `python -m` from elsewhe
 import reference  # noqa: E402
 from engines import MODEL_SHAPE, OurEngine  # noqa: E402
 from environment import environment  # noqa: E402
-from floor import attention_floor  # noqa: E402
+from floor import decode_floor  # noqa: E402
 from report import batch_ratios, evaluate_targets, long_ratios, render  # noqa: E402
 from tui_latency import run_tui_repeated  # noqa: E402
 from workloads import (  # noqa: E402
@@ -226,9 +226,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             entry["ratio"] = long_ratios(entry["ours"], entry.get("reference"))
-            progress("long: the attention floor of a greedy decode step")
-            entry["attention_floor_ms"] = attention_floor(
-                shape.lengths, MODEL_SHAPE["width"], MODEL_SHAPE["depth"]
+            progress("long: the floor of a greedy decode step")
+            entry["decode_floor"] = decode_floor(
+                shape.lengths, MODEL_SHAPE["width"], MODEL_SHAPE["depth"], MODEL_SHAPE["vocab_size"]
             )
         elif name == "tui":
             progress(f"tui: {shape.presses} presses at {shape.requests} active requests")
