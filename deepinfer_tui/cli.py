@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -86,9 +87,11 @@ def non_negative(text: str) -> int:
 
 def token_list(text: str) -> list[int]:
     """ "1,2,3" (commas and/or spaces) -> [1, 2, 3]; the vocabulary is checked later."""
-    parts = [part for part in text.replace(",", " ").split() if part]
-    if not parts:
+    parts = re.split(r"\s*,\s*|\s+", text.strip())
+    if not any(parts):
         raise argparse.ArgumentTypeError(f"bad token list {text!r}: no token ids")
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"bad token list {text!r}: an empty item between commas")
     tokens = []
     for part in parts:
         try:
@@ -143,8 +146,15 @@ def _engine_overrides(args: argparse.Namespace, prefix: str = "") -> dict[str, A
     return {name: getattr(args, prefix + name) for name in names}
 
 
-def _scenario(path: str | None, args: argparse.Namespace, prefix: str = "") -> Scenario:
+def _scenario(
+    path: str | None, args: argparse.Namespace, prefix: str = "", *, events: bool = True
+) -> Scenario:
+    """The scenario with the command line's engine settings; `events=False` drops its events
+    first (`generate` brings its own requests: the settings must not be checked against the
+    file's)."""
     scenario = default_scenario() if path is None else load_scenario(path)
+    if not events:
+        scenario = dataclasses.replace(scenario, events=())
     return scenario.with_overrides(**_engine_overrides(args, prefix))
 
 
@@ -440,7 +450,7 @@ def _read_requests(path: str) -> list[dict[str, Any]]:
 
 
 def _generate_scenario(args: argparse.Namespace) -> Scenario:
-    base = _scenario(args.scenario, args)
+    base = _scenario(args.scenario, args, events=False)
     if args.input is not None:
         requests = _read_requests(args.input)
     else:

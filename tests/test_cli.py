@@ -157,6 +157,30 @@ def test_generate_from_an_input_file(capsys: pytest.CaptureFixture[str], tmp_pat
     assert data["check"]["passed"] and data["events"][0]["kind"] == "queued"
 
 
+def test_generate_checks_the_pool_against_its_own_requests_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The built-in scenario's requests need more blocks than this pool has; generate runs
+    # only the prompt given here, which fits in one block.
+    scenario = default_scenario()
+    block_size = scenario.config["block_size"]
+    largest = max(
+        len(e.submit["prompt"]) + e.submit["max_tokens"] for e in scenario.events if e.submit
+    )
+    assert largest > block_size
+    data = run_json(
+        capsys,
+        "generate",
+        "--prompt",
+        "1",
+        "--max-tokens",
+        str(block_size - 1),
+        "--num-blocks",
+        "1",
+    )
+    assert data["results"][0]["tokens"] == _oracle_tokens([1], block_size - 1)
+
+
 def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[str]) -> None:
     # A prompt far longer than keep (8): with one new token, the last row still depends on
     # local context that mask recovery hides, so the state differs from the full recompute.
@@ -182,6 +206,8 @@ def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[s
     [
         (["generate", "--prompt", "1,x"], "'x' is not a token id"),
         (["generate", "--prompt", ","], "no token ids"),
+        (["generate", "--prompt", "1,,2"], "an empty item between commas"),
+        (["generate", "--prompt", "1,2,"], "an empty item between commas"),
         (["generate", "--prompt", "1,99"], "outside the vocabulary"),
         (["generate"], "--prompt"),
         (["generate", "--prompt", "1", "--eos", "40"], "eos id 40"),
