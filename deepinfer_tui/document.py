@@ -18,23 +18,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .describe import describe, format_blocks, format_tokens, plural
-
-# Pool strip: one character per block, so the strip reads the same in plain text.
-BLOCK_SYMBOLS: dict[str, tuple[str, str]] = {
-    "committed": ("█", "green"),
-    "shared": ("▓", "cyan"),
-    "cached": ("▒", "yellow"),
-    "retained": ("▪", "magenta"),
-    "dropped": ("×", "red"),
-    "free": ("░", "bright_black"),
-}
-VERDICT_SYMBOLS: dict[str, tuple[str, str]] = {
-    "root": ("●", "bold"),
-    "accepted": ("✓", "green"),
-    "rejected": ("✗", "red"),
-    "unverified": ("·", "bright_black"),
-}
-STATUS_STYLES = {"queued": "yellow", "running": "cyan", "finished": "green"}
+from .legend import BLOCK_MARKS, VERDICT_MARKS, Mark, pool_legend, status_mark
 
 
 def _percent(value: float | None) -> str:
@@ -116,12 +100,15 @@ def header(snapshot: dict[str, Any]) -> Table:
 def pool_strip(snapshot: dict[str, Any]) -> Text:
     strip = Text()
     for block in snapshot["pool"]["blocks"]:
-        symbol, style = BLOCK_SYMBOLS.get(block["state"], ("?", ""))
-        strip.append(symbol, style)
+        mark = _block_mark(block["state"])
+        strip.append(mark.symbol, mark.style)
     strip.append("\n")
-    for state, (symbol, style) in BLOCK_SYMBOLS.items():
-        strip.append(f"{symbol} {state}  ", style)
+    strip.append(pool_legend())
     return strip
+
+
+def _block_mark(state: str) -> Mark:
+    return BLOCK_MARKS.get(state, Mark("?", "", state))
 
 
 def request_table(snapshot: dict[str, Any]) -> Table:
@@ -134,7 +121,7 @@ def request_table(snapshot: dict[str, Any]) -> Table:
         drafts = f"{request['accepted']}/{request['proposed']}"
         table.add_row(
             request["id"],
-            Text(request["status"], STATUS_STYLES.get(request["status"], "")),
+            Text(f"{status_mark(request).symbol} {request['status']}", status_mark(request).style),
             cache,
             f"{len(request['generated'])}/{request['max_tokens']}",
             drafts,
@@ -163,14 +150,14 @@ def block_map(request: dict[str, Any]) -> RenderableType:
             label = "·" if token is None else str(token)
             slots.append(label, "bold underline" if in_window else "")
             slots.append(" ")
-        symbol, style = BLOCK_SYMBOLS.get(block["state"], ("?", ""))
+        mark = _block_mark(block["state"])
         first = block["first_position"]
         table.add_row(
             f"#{block['id']}",
             f"{first}–{first + len(block['slots']) - 1}",
             slots,
             str(block["refcount"]),
-            Text(f"{symbol} {block['state']}", style),
+            Text(f"{mark.symbol} {block['state']}", mark.style),
             block["hash"] or "–",
         )
     notes = Text(f"local window: positions {low}–{high - 1}", "italic")
@@ -196,8 +183,10 @@ def draft_tree(request: dict[str, Any]) -> RenderableType:
     branches: dict[int, Tree] = {root_node["id"]: tree}
     for node in nodes[1:]:
         verdict = node["verdict"] or "unverified"
-        symbol, style = VERDICT_SYMBOLS.get(verdict, ("?", ""))
-        label = Text(f"{symbol} {node['token']} {_probability(node['prob'])} {verdict}", style)
+        mark = VERDICT_MARKS.get(verdict, VERDICT_MARKS["unverified"])
+        label = Text(
+            f"{mark.symbol} {node['token']} {_probability(node['prob'])} {verdict}", mark.style
+        )
         if verdict == "rejected" and node["target_token"] is not None:
             label.append(f" (target {node['target_token']})")
         parent = branches.get(node["parent"], tree)

@@ -21,13 +21,13 @@ from textual.widgets import Input
 from deepinfer_tui import tour
 from deepinfer_tui.app import GC_PAUSE_LIMIT, DebuggerApp
 from deepinfer_tui.describe import describe
+from deepinfer_tui.legend import BLOCK_MARKS, STATUS_MARKS
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar
-from deepinfer_tui.widgets.legend import BLOCK_MARKS, STATUS_MARKS
 from deepinfer_tui.widgets.view import View
 
 SIZE = (120, 40)

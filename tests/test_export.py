@@ -15,6 +15,7 @@ import pytest
 
 from deepinfer_tui.describe import describe
 from deepinfer_tui.export import ALL_FORMATS, export_all, parse_formats, perfetto_trace
+from deepinfer_tui.legend import BLOCK_MARKS
 from deepinfer_tui.replay import Replay, load_trace
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session
@@ -93,6 +94,21 @@ def test_document_shows_block_maps_and_draft_trees(tmp_path: Path) -> None:
     rejected = next(n for n in request["tree"]["nodes"] if n["verdict"] == "rejected")
     assert f"✗ {rejected['token']}" in text and f"(target {rejected['target_token']})" in text
     assert "✓" in text and "free" in text
+
+
+def test_document_draws_blocks_with_the_screens_symbols(tmp_path: Path) -> None:
+    # The pool strip and its legend mean on paper what they mean on screen (the legend
+    # module defines them once): a retained block is not drawn as the screen's free block.
+    session = _session(steps=6)
+    session.undo()  # keeps blocks retained for the undo history
+    blocks = session.snapshot()["pool"]["blocks"]
+    states = {block["state"] for block in blocks}
+    assert {"retained", "free"} <= states
+    (path,) = export_all(session, tmp_path, ["txt"])
+    text = path.read_text(encoding="utf-8")
+    assert "".join(BLOCK_MARKS[block["state"]].symbol for block in blocks) in text
+    for state, mark in BLOCK_MARKS.items():
+        assert f"{mark.symbol} {state}" in text
 
 
 def test_json_trace_loads_back_and_replays_identically(

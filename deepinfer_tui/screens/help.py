@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..widgets.legend import full_legend
+from ..legend import full_legend
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ..describe import format_tokens
-from .legend import VERDICT_MARKS
+from ..legend import VERDICT_MARKS
 from .quiet import RefreshesHeld, refresh_rows
 from .repaint_style import StyleOncePerRepaint
 from .view import RequestView, View

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from rich.segment import Segment
 from rich.style import Style
 
-from .legend import BLOCK_MARKS
+from ..legend import BLOCK_MARKS
 from .view import RequestView, View
 
 POOL_GROUP = 8  # glyphs per group, so rows wrap at readable boundaries

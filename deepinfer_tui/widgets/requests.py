@@ -13,8 +13,8 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
+from ..legend import CACHE_MARKS, status_mark
 from .keyed_table import ContentKeyedDataTable
-from .legend import CACHE_MARKS, status_mark
 from .quiet import RefreshesHeld, refresh_rows
 from .view import View
 

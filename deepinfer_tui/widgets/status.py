@@ -8,8 +8,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from ..legend import BLOCK_MARKS, STATUS_MARKS
 from ..session import log_still_holds
-from .legend import BLOCK_MARKS, STATUS_MARKS
 from .quiet import update_static
 from .view import Event, View
 

@@ -23,7 +23,7 @@ BLOCK_MARKS: dict[str, Mark] = {
     "committed": Mark("█", "green", "committed: held by one request"),
     "shared": Mark("▓", "cyan", "shared: held by a request and by another holder"),
     "cached": Mark("▒", "magenta", "cached: held only by the prefix cache"),
-    "retained": Mark("░", "yellow", "retained: kept for undo history"),
+    "retained": Mark("░", "yellow", "retained: kept for undo history (the header's “undo”)"),
     "dropped": Mark("×", "bold red", "dropped: freed this round (retained while undo needs it)"),
     "free": Mark("·", "bright_black", "free"),
 }
