@@ -354,7 +354,7 @@ def _stage_summary(
 def _print_stage(stage: dict[str, Any]) -> None:
     ticks = stage["ticks"]
     rounds = f"rounds t{ticks[0]}–t{ticks[1]}" if ticks else "no rounds"
-    print(f"\nStage {stage['index']} · {rounds} · clock t={stage['clock']:g}")
+    print(f"\nStage {stage['index']} · {rounds} · clock {stage['clock']:g}s")
     for note in stage["notes"]:
         print(f"  note     {note}")
     for restore in stage["restores"]:

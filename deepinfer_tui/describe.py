@@ -66,7 +66,7 @@ def describe(event: Mapping[str, Any]) -> str:
         return (
             f"{head} publish {plural(event['positions'], 'position')} in "
             f"{format_blocks(event['blocks'])} "
-            f"(hot until t={event['hot_until']:g}, warm until t={event['warm_until']:g})"
+            f"(hot until {event['hot_until']:g}s, warm until {event['warm_until']:g}s)"
         )
     if kind == "evict":
         return (

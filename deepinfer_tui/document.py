@@ -255,8 +255,8 @@ def cache_table(snapshot: dict[str, Any]) -> RenderableType:
             format_tokens(entry["tokens"]),
             format_blocks(entry["blocks"]),
             entry["state"],
-            f"t={entry['hot_until']:g}",
-            f"t={entry['warm_until']:g}",
+            f"{entry['hot_until']:g}s",
+            f"{entry['warm_until']:g}s",
         )
     return table
 

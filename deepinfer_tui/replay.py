@@ -229,7 +229,7 @@ def _operation_label(
         added = [r["id"] for r in after["requests"] if r["id"] not in known]
         return f"submit {added[0]}" if added else "submit"
     if op == "clock":
-        return f"clock → t={session.clock.now:g}"
+        return f"clock → {session.clock.now:g}s"
     return str(op)
 
 

@@ -187,7 +187,7 @@ class Session:
         if not math.isfinite(self.clock.now + float(seconds)):
             raise ValueError(f"moving the clock by {seconds!r} seconds would leave finite time")
         self.clock.now += float(seconds)
-        self.notes.append(self._note(f"clock advanced to t={self.clock.now:g}"))
+        self.notes.append(self._note(f"clock advanced to {self.clock.now:g}s"))
         self.operations.append({"op": "clock", "seconds": float(seconds)})
         return self.clock.now
 
@@ -235,15 +235,15 @@ class Session:
             self.next_event += 1
             if event.clock is not None and event.clock > self.clock.now:
                 self.clock.now = event.clock
-                self.notes.append(self._note(f"clock moved to t={event.clock:g}"))
+                self.notes.append(self._note(f"clock moved to {event.clock:g}s"))
             elif event.clock is not None and event.clock < self.clock.now:
                 # The clock is already past the scenario's time (moved with `t`, say): what the
                 # scenario's note expects may not hold.
                 caveat = ": the note below may not hold" if event.note else ""
                 self.notes.append(
                     self._note(
-                        f"the scenario sets t={event.clock:g} here, but the clock is already at "
-                        f"t={self.clock.now:g}{caveat}"
+                        f"the scenario sets the clock to {event.clock:g}s here, but it is "
+                        f"already at {self.clock.now:g}s{caveat}"
                     )
                 )
             if event.note:

@@ -50,16 +50,16 @@ def test_cold_hot_warm_cold_restores_say_what_and_why() -> None:
     assert (work["encoder_rows"], work["consumer_rows"]) == (n, n * DEPTH)
     assert "no live cached prefix" in cold["reason"]
 
-    clock.now = 1.0  # the first request published at t=0; hot until t=3
+    clock.now = 1.0  # the first request published at 0s; hot until 3s
     _, hot, work = first_round(engine, PROMPT, 2)
     assert hot["cache"] == "hot"
     # The last prompt token is always recomputed: it yields the first new token's logits.
     assert (hot["reused_positions"], hot["suffix_positions"]) == (n - 1, 1)
     assert (hot["encoder_rows"], hot["consumer_rows"]) == (1, DEPTH)
     assert (work["encoder_rows"], work["consumer_rows"]) == (1, DEPTH)
-    assert "hot" in hot["reason"] and "t=3" in hot["reason"]
+    assert "hot" in hot["reason"] and "3s" in hot["reason"]
 
-    clock.now = 10.0  # every hot cursor expired (latest at t=4); encoder prefixes live on
+    clock.now = 10.0  # every hot cursor expired (latest at 4s); encoder prefixes live on
     _, warm, work = first_round(engine, PROMPT, 2)
     assert warm["cache"] == "warm"
     assert (warm["reused_positions"], warm["suffix_positions"]) == (n - 1, 1)
@@ -68,7 +68,7 @@ def test_cold_hot_warm_cold_restores_say_what_and_why() -> None:
     assert (work["encoder_rows"], work["consumer_rows"]) == (1, n * DEPTH)
     # The reason names when the hot cursor expired (past) and until when the prefix lives.
     assert "expired" in warm["reason"]
-    times = [float(t) for t in re.findall(r"t=([0-9.]+)", warm["reason"])]
+    times = [float(t) for t in re.findall(r"([0-9.]+)s\b", warm["reason"])]
     assert any(3.0 <= t <= 10.0 for t in times) and any(t > 10.0 for t in times), warm
 
     clock.now = 1000.0  # every encoder prefix expired too

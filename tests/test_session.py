@@ -169,11 +169,12 @@ def test_cancelling_the_last_active_request_brings_the_next_scenario_events() ->
 
 def test_a_note_after_a_clock_moved_by_hand_says_it_may_not_hold() -> None:
     session = Session(default_scenario())
-    session.advance_clock(5.0)  # past the scenario's own t=3 (its warm stage)
+    session.advance_clock(5.0)  # past the scenario's own 3s (its warm stage)
     session.run()
     texts = [note["text"] for note in session.notes]
-    warning = next(i for i, t in enumerate(texts) if "the clock is already at t=5" in t)
-    assert "the scenario sets t=3" in texts[warning] and "may not hold" in texts[warning]
+    warning = next(i for i, t in enumerate(texts) if "but it is already at 5s" in t)
+    assert "the scenario sets the clock to 3s" in texts[warning]
+    assert "may not hold" in texts[warning]
     assert texts[warning + 1].startswith("warm:")
 
 

@@ -35,6 +35,8 @@ PANES = Text.assemble(
     "the selected request's last round: proposals, verdicts, the target's extra token\n",
     ("  Commit log  ", "bold"),
     "every engine event, newest last; f shows only the selected request\n",
+    ("              ", "bold"),
+    "a line starts with its round (t4 = tick 4); times are clock seconds (until 3s)\n",
 )
 
 

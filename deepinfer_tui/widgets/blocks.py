@@ -133,7 +133,7 @@ def _no_blocks_reason(request: RequestView, view: View) -> list[str]:
         until = entry["hot_until"] if entry["state"] == "hot" else entry["warm_until"]
         lines.append(
             f"its prefix is cached {entry['state']}: {len(entry['tokens'])} positions "
-            f"in {blocks} (until t={until:g})"
+            f"in {blocks} (until {until:g}s)"
         )
     return lines
 
