@@ -38,7 +38,7 @@ def describe(event: Mapping[str, Any]) -> str:
     if kind == "draft":
         nodes = event.get("nodes", [])
         depth = max((n["depth"] for n in nodes), default=0)
-        return f"{head} draft tree: {len(nodes) - 1} nodes, depth {depth}"
+        return f"{head} draft tree: {plural(len(nodes) - 1, 'node')}, depth {depth}"
     if kind == "budget":
         graph = f", graph size {event['graph_size']}" if event.get("graph_size") else ""
         return (

@@ -386,6 +386,17 @@ async def test_the_log_wraps_long_lines_inside_the_pane_at_80x24() -> None:
         assert "".join(rows).replace(" ", "") == "".join(described(app)).replace(" ", "")
 
 
+async def test_a_greedy_engines_draft_pane_says_so_within_its_width_at_80x24() -> None:
+    app = DebuggerApp(Session(default_scenario().with_overrides(greedy=True)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        tree = app.query_one(DraftTree)
+        assert "request-1" in str(tree.border_title)
+        label = tree.render_line(0).text.rstrip()
+        assert "greedy: no draft model" in label
+        assert len(label) <= tree.scrollable_content_region.width
+
+
 async def test_undo_shortens_the_log_and_new_rounds_append_again() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -165,7 +165,8 @@ class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=
                 why = "tree cleared by the rollback"
             else:
                 why = "no draft round yet"
-            self.root.set_label(Text(f"{request['id']}: {why}", style="italic"))
+            # The border title names the request: the label stays short enough for a narrow pane.
+            self.root.set_label(Text(why, style="italic"))
             return
         self.border_title = f"Draft tree · {escape(str(request['id']))} · round {tree['round']}"
         self._populate(request, tree, view.tick)
