@@ -319,7 +319,13 @@ def render(results: dict[str, Any]) -> str:
                     f"  (the run with the median p95 of {len(t['repeats_p95_ms'])}: {each} ms)"
                 )
     out.append("")
-    out.append("targets (reported, not asserted):")
+    if results.get("quick"):
+        out.append(
+            "targets (reported, not asserted; --quick: short runs on small shapes, so these are "
+            "only indicative, run without --quick to judge them):"
+        )
+    else:
+        out.append("targets (reported, not asserted):")
     for t in results["targets"]:
         measured = t["measured"]
         text = "-" if measured is None else f"{measured:.3g}"

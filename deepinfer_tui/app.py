@@ -606,7 +606,7 @@ class DebuggerApp(App[None]):
         snapshot = self.view.snapshot
         scenario = snapshot.get("session", {}).get("scenario", "session")
         stem = free_stem(
-            self.export_dir, f"{safe_name(scenario)}-tick{self.view.tick:04d}-screen", [".svg"]
+            self.export_dir, f"{safe_name(scenario)}-t{self.view.tick:04d}-screen", [".svg"]
         )
         target = self.export_dir / f"{stem}.svg"
         try:

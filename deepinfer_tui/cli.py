@@ -27,7 +27,6 @@ import argparse
 import dataclasses
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +40,7 @@ from . import __version__
 from .describe import describe, error_message, format_tokens, plural
 from .export import ALL_FORMATS, export_all, parse_formats
 from .jsonfile import read_json
+from .parsing import parse_tokens
 from .replay import Replay, TraceError, load_trace
 from .scenario import Scenario, ScenarioError, default_scenario, load_scenario, parse_scenario
 from .session import Session
@@ -87,20 +87,10 @@ def non_negative(text: str) -> int:
 
 def token_list(text: str) -> list[int]:
     """ "1,2,3" (commas and/or spaces) -> [1, 2, 3]; the vocabulary is checked later."""
-    parts = re.split(r"\s*,\s*|\s+", text.strip())
-    if not any(parts):
-        raise argparse.ArgumentTypeError(f"bad token list {text!r}: no token ids")
-    if not all(parts):
-        raise argparse.ArgumentTypeError(f"bad token list {text!r}: an empty item between commas")
-    tokens = []
-    for part in parts:
-        try:
-            tokens.append(int(part))
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"bad token list {text!r}: {part!r} is not a token id (a whole number)"
-            ) from None
-    return tokens
+    try:
+        return parse_tokens(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"bad token list {text!r}: {error}") from None
 
 
 # -- engine settings shared by the app, generate and export --------------------------------------
@@ -120,6 +110,7 @@ _ENGINE_FLAGS = (
         "bounded recovery: positions local attention sees after a restore (compact: also the "
         "only ones whose consumers run)",
     ),
+    ("undo-depth", non_negative, "N", "rounds that undo can rewind (0: no undo history)"),
 )
 
 

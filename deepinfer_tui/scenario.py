@@ -83,6 +83,7 @@ class Scenario:
         window: int | None = None,
         recovery_mode: str | None = None,
         keep: int | None = None,
+        undo_depth: int | None = None,
         greedy: bool = False,
     ) -> Scenario:
         """A copy with command-line settings applied, validated like a file would be."""
@@ -95,6 +96,7 @@ class Scenario:
             ("num_blocks", num_blocks),
             ("recovery_mode", recovery_mode),
             ("keep", keep),
+            ("undo_depth", undo_depth),
         ):
             if value is not None:
                 config[key] = value

@@ -32,7 +32,7 @@ class EngineConfig:
     state_ttl: float = 3.0  # hot cursor lifetime (seconds of the injected clock)
     prefix_ttl: float = 100.0  # warm encoder-prefix lifetime
     recovery_mode: str = "exact"
-    keep: int = 8  # bounded recovery: positions whose consumers are replayed
+    keep: int = 8  # bounded recovery: positions local attention sees after a restore
     cost_curve: tuple[tuple[int, float], ...] | None = None  # synthetic (graph size, cost)
     cache_capacity: int = 64  # prefix-cache entries
     undo_depth: int = 64  # rounds that undo() can rewind

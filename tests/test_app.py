@@ -268,15 +268,24 @@ async def test_add_request_creates_a_request_and_selects_it() -> None:
 
 @pytest.mark.parametrize(
     ("prompt", "problem"),
-    [("x,y", "whole number"), ("", "at least one token"), ("1,999", "999")],
+    [
+        ("x,y", "whole number"),
+        ("", "prompt: needs at least one token id"),
+        ("1,,2", "prompt: an empty item between commas"),
+        ("1,999", "999"),
+        ("1,2/77", "EOS token id must be in [0, 32) or left empty, got 77"),
+    ],
 )
 async def test_bad_add_input_shows_an_error_and_changes_nothing(prompt: str, problem: str) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         before = app.session.snapshot()
         await pilot.press("a")
+        prompt, _, eos = prompt.partition("/")  # after "/": typed into the EOS field
         if prompt:
             await pilot.press(*prompt)
+        if eos:
+            await pilot.press("tab", "tab", *eos)
         await pilot.press("enter")
         screen = app.screen
         assert isinstance(screen, AddRequestScreen)  # still open, showing why
@@ -683,7 +692,7 @@ async def test_screenshot_key_writes_an_svg(tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("space", "ctrl+s")
         (written,) = (tmp_path / "out").iterdir()
-        assert written.name == "default-tick0001-screen.svg"
+        assert written.name == "default-t0001-screen.svg"
         assert written.read_text(encoding="utf-8").lstrip().startswith("<svg")
 
 

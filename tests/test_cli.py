@@ -204,8 +204,8 @@ def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["generate", "--prompt", "1,x"], "'x' is not a token id"),
-        (["generate", "--prompt", ","], "no token ids"),
+        (["generate", "--prompt", "1,x"], "token 2 must be a whole number, got 'x'"),
+        (["generate", "--prompt", " "], "needs at least one token id"),
         (["generate", "--prompt", "1,,2"], "an empty item between commas"),
         (["generate", "--prompt", "1,2,"], "an empty item between commas"),
         (["generate", "--prompt", "1,99"], "outside the vocabulary"),
@@ -326,11 +326,14 @@ def test_export_with_settings_and_formats(
         "--greedy",
         "--batch-budget",
         "2",
+        "--undo-depth",
+        "3",
     )
     assert code == 0 and "default-t" in out
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".txt"]
     trace = json.loads(next(tmp_path.glob("*.trace.json")).read_text(encoding="utf-8"))
     assert trace["config"]["max_batch_tokens"] == 2 and trace["scenario"]["draft"] is None
+    assert trace["config"]["undo_depth"] == 3
 
 
 def test_export_into_a_file_path_fails_cleanly(

@@ -1,5 +1,6 @@
-"""The README's library example is code a newcomer will paste: it must run as written."""
+"""The README's examples are what a newcomer will paste: they must run as written."""
 
+import json
 import re
 from pathlib import Path
 
@@ -18,3 +19,17 @@ def test_readme_quick_start_is_the_two_commands() -> None:
     text = README.read_text(encoding="utf-8")
     assert "python -m pip install . && deepinfer-tui" in text
     assert "python -m pip install '.[test]' && python -m pytest" in text
+
+
+def test_readme_scenario_example_loads_and_runs() -> None:
+    from deepinfer_tui.scenario import parse_scenario
+    from deepinfer_tui.session import Session
+
+    (block,) = re.findall(r"```json\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    session = Session(parse_scenario(json.loads(block), "README.md"))
+    session.run()
+    finished = {r["id"]: r["finish_reason"] for r in session.snapshot()["requests"]}
+    assert finished == {"a": "cancelled", "request-2": "length", "request-3": "length"}
+    restores = {e["request_id"]: e["cache"] for e in session.log() if e["kind"] == "restore"}
+    assert restores["request-3"] == "warm"  # the clock moved past the hot cursor's lifetime
+    assert session.clock.now == 5.0

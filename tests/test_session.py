@@ -22,6 +22,19 @@ def test_user_submit_never_takes_an_id_a_scenario_event_will_use() -> None:
     assert result.tokens == greedy_generate(session.engine.target, [1, 2, 3], max_tokens=4).tokens
 
 
+def test_undo_depth_from_the_settings_bounds_how_far_undo_goes() -> None:
+    session = Session(default_scenario().with_overrides(undo_depth=2))
+    for _ in range(3):
+        session.step()
+    session.undo()
+    session.undo()
+    assert session.engine.tick == 1 and not session.can_undo()
+    before = session.engine.snapshot()
+    with pytest.raises(ValueError, match="undo"):
+        session.undo()
+    assert session.engine.snapshot() == before
+
+
 def test_undo_rewinds_scenario_events_and_clock_with_the_engine() -> None:
     session = Session(default_scenario())
     while session.engine.tick < 4:

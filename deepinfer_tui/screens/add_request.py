@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from ..describe import error_message
-from .parsing import parse_int, parse_optional_int, parse_tokens
+from ..parsing import parse_int, parse_optional_int, parse_tokens
 
 # Called with (prompt, max_tokens, eos_id); returns the new request id or raises ValueError.
 Submit = Callable[[list[int], int, int | None], str]
@@ -63,16 +63,27 @@ class AddRequestScreen(ModalScreen[str | None]):
     @on(Button.Pressed, "#add")
     def _add(self) -> None:
         try:
-            prompt = parse_tokens(self.query_one("#prompt", Input).value)
-            max_tokens = parse_int(
-                self.query_one("#max-tokens", Input).value, "max new tokens", minimum=0
-            )
-            eos_id = parse_optional_int(self.query_one("#eos", Input).value, "EOS token id")
-            request_id = self._submit(prompt, max_tokens, eos_id)
+            request_id = self._submit(*self._read_form())
         except (ValueError, KeyError) as error:
             self._show_error(error_message(error))
             return
         self.dismiss(request_id)
+
+    def _read_form(self) -> tuple[list[int], int, int | None]:
+        """The fields as the engine takes them; a ValueError in the form's own words."""
+        try:
+            prompt = parse_tokens(self.query_one("#prompt", Input).value)
+        except ValueError as error:
+            raise ValueError(f"prompt: {error}") from None
+        max_tokens = parse_int(
+            self.query_one("#max-tokens", Input).value, "max new tokens", minimum=0
+        )
+        eos_id = parse_optional_int(self.query_one("#eos", Input).value, "EOS token id")
+        if eos_id is not None and not 0 <= eos_id < self._vocab_size:
+            raise ValueError(
+                f"EOS token id must be in [0, {self._vocab_size}) or left empty, got {eos_id}"
+            )
+        return prompt, max_tokens, eos_id
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:

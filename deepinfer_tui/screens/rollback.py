@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from ..describe import error_message
-from .parsing import parse_int
+from ..parsing import parse_int
 
 # Called with the token count; returns the removed tokens or raises ValueError/KeyError.
 Rollback = Callable[[int], list[int]]

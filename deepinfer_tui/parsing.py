@@ -1,10 +1,11 @@
-"""Parsing what people type into the forms; each failure is a ValueError naming the problem."""
+"""Parsing what people type, into the app's forms or on the command line; each failure is a
+ValueError naming the problem."""
 
 from __future__ import annotations
 
 import re
 
-_SEPARATORS = re.compile(r"[,\s]+")
+_SEPARATORS = re.compile(r"\s*,\s*|\s+")  # a comma (spaces around it) or spaces
 
 
 def parse_int(text: str, what: str, *, minimum: int | None = None) -> int:
@@ -20,9 +21,11 @@ def parse_int(text: str, what: str, *, minimum: int | None = None) -> int:
 
 def parse_tokens(text: str) -> list[int]:
     """Token ids separated by commas and/or spaces, e.g. `1,2,3` or `1 2 3`."""
-    parts = [part for part in _SEPARATORS.split(text.strip()) if part]
-    if not parts:
-        raise ValueError("the prompt needs at least one token id, e.g. 1,2,3")
+    parts = _SEPARATORS.split(text.strip())
+    if not any(parts):
+        raise ValueError("needs at least one token id, e.g. 1,2,3")
+    if not all(parts):  # "1,,2": a token left out by mistake, not skipped quietly
+        raise ValueError("an empty item between commas")
     return [parse_int(part, f"token {index + 1}") for index, part in enumerate(parts)]
 
 
