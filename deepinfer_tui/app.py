@@ -207,6 +207,7 @@ class DebuggerApp(App[None]):
         self.filter_log = False
         self._auto_timer: Timer | None = None
         self._auto_steps = 0
+        self._auto_shown_waiting: str | None = None  # what the header last said auto-run waits for
         self._exporting = False
         self._quit_after_export = False
         self._palette_opened = self._palette_ran = 0  # palette openings; the last that ran
@@ -228,6 +229,17 @@ class DebuggerApp(App[None]):
     @property
     def auto_running(self) -> bool:
         return self._auto_timer is not None
+
+    @property
+    def auto_waiting(self) -> str | None:
+        """Why auto-run holds its next round now (None: it does not)."""
+        if self._auto_timer is None:
+            return None
+        if self._exporting:
+            return "export"
+        if len(self.screen_stack) > 1:
+            return "dialog"
+        return None
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -297,7 +309,10 @@ class DebuggerApp(App[None]):
             )
             return View(frame.snapshot, frame.log, replay=position)
         return View(
-            self._session.snapshot(), self._session.log_view(), auto_running=self.auto_running
+            self._session.snapshot(),
+            self._session.log_view(),
+            auto_running=self.auto_running,
+            auto_waiting=self.auto_waiting,
         )
 
     def refresh_view(self) -> None:
@@ -521,10 +536,15 @@ class DebuggerApp(App[None]):
         if self._auto_timer is not None:
             self._auto_timer.stop()
             self._auto_timer = None
+        self._auto_shown_waiting = None
 
     def _auto_step(self) -> None:
-        if self._exporting or len(self.screen_stack) > 1:
-            return  # paused while a dialog is open or an export reads the session
+        waiting = self.auto_waiting  # a dialog is open or an export reads the session
+        if waiting != self._auto_shown_waiting:  # the header says so, and when it is over
+            self._auto_shown_waiting = waiting
+            self.refresh_view()
+        if waiting is not None:
+            return
         if not self._session.can_step() or self._auto_steps >= self.AUTO_RUN_LIMIT:
             self._stop_auto_run()
             self.refresh_view()

@@ -661,6 +661,29 @@ async def test_auto_run_steps_until_the_scenario_ends_and_can_pause() -> None:
         assert app.engine.tick == 0
 
 
+async def test_auto_run_waits_under_a_dialog_and_the_header_says_so() -> None:
+    session = Session(default_scenario().with_overrides(num_blocks=200))
+    session.submit([1, 2, 3], max_tokens=500)  # auto-run cannot finish it during the test
+    app = DebuggerApp(session)
+    app.AUTO_RUN_INTERVAL = 0.01
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r", "question_mark")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HelpScreen) and app.auto_running
+        tick = app.engine.tick
+        await pilot.pause(0.1)
+        assert app.engine.tick == tick  # no round while the help is open
+        assert "waits for the dialog" in str(app.query_one(StatusBar).content)
+        await pilot.press("escape")
+        for _ in range(100):
+            if app.engine.tick > tick:
+                break
+            await pilot.pause(0.02)
+        assert app.engine.tick > tick
+        header = str(app.query_one(StatusBar).content)
+        assert "waits" not in header and ("▶ auto" in header or not app.auto_running)
+
+
 async def test_command_palette_runs_actions() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

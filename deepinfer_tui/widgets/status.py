@@ -95,7 +95,9 @@ def render_status(view: View, committed: Sequence[int]) -> Text:
         text.append(f" {replay.label}", style="magenta")
     else:
         text.append(" ● live ", style="bold reverse green")
-        if view.auto_running:
+        if view.auto_waiting is not None:
+            text.append(f" ⏸ auto · waits for the {view.auto_waiting}", style="bold yellow")
+        elif view.auto_running:
             text.append(" ▶ auto", style="bold green")
     scenario = session.get("scenario")
     if scenario:

@@ -31,6 +31,7 @@ class View:
     log: Sequence[Event]
     replay: ReplayPosition | None = None
     auto_running: bool = False
+    auto_waiting: str | None = None  # what auto-run waits for before its next round
     # Ids in table order, computed once so every pane agrees on it.
     request_ids: tuple[str, ...] = field(init=False)
 
