@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +61,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (no usage dump) and never exits by itself."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        option = re.fullmatch(r"argument (--[\w-]+)(?:/\S+)?: expected one argument", message)
+        if option:  # argparse takes a value starting with "-" (e.g. "-1,2") for an option
+            message += f" (for a value that starts with '-', write {option[1]}=VALUE)"
         raise UsageError(f"{self.prog}: {message} (see --help)")
 
 

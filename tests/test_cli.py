@@ -207,6 +207,8 @@ def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[s
         (["generate", "--prompt", "1,x"], "token 2 must be a whole number, got 'x'"),
         (["generate", "--prompt", " "], "needs at least one token id"),
         (["generate", "--prompt", "1,,2"], "an empty item between commas"),
+        (["generate", "--prompt", "-1,2"], "write --prompt=VALUE"),
+        (["generate", "--prompt=-1,2"], "-1 is outside the vocabulary"),
         (["generate", "--prompt", "1,2,"], "an empty item between commas"),
         (["generate", "--prompt", "1,99"], "outside the vocabulary"),
         (["generate"], "--prompt"),
