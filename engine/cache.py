@@ -110,7 +110,6 @@ class PrefixCache:
         only an entry whose whole prefix matches is usable.
         """
         best: tuple[int, int, CacheEntry] | None = None
-        expired_hot: CacheEntry | None = None
         for (entry_key, tokens), entry in self.entries.items():
             if entry_key != key or now >= entry.warm_until:
                 continue
@@ -123,8 +122,6 @@ class PrefixCache:
             rank = (common, int(hot))
             if best is None or rank > best[:2]:
                 best = (common, int(hot), entry)
-            if not hot and (expired_hot is None or entry.hot_until > expired_hot.hot_until):
-                expired_hot = entry
         if best is None:
             return Lookup("cold", 0, None, "no live cached prefix for these tokens")
         common, hot_rank, entry = best

@@ -514,7 +514,10 @@ class Engine:
                     "slots": filled + [None] * (size - len(filled)),
                     "refcount": refcounts[block],
                     "state": states.get(block, "committed"),
-                    "hash": self.pool.block_hash[block],
+                    # Only blocks this request has filled and hashed: after a rollback into a
+                    # block, the block still holds (and the pool still hashes) its old content
+                    # for the cache and undo, but this request's part of it is partial.
+                    "hash": self.pool.block_hash[block] if index < request.hashed else None,
                 }
             )
         commit = request.last_commit

@@ -561,3 +561,20 @@ def test_a_preempted_request_hashes_its_refilled_blocks_like_an_unpressured_one(
             seen.update(full_block_hashes(engine, newer))
     assert preempted and len(seen) >= 2
     assert seen == {index: expected[index] for index in seen}
+
+
+def test_after_a_rollback_into_a_block_the_request_shows_no_hash_for_its_partial_part() -> None:
+    config = EngineConfig(block_size=2)
+    engine = Engine(TinyModel(seed=4), None, config=config, clock=ManualClock())
+    rid = engine.submit([1, 2, 3], max_tokens=9)
+    for _ in range(5):
+        engine.step()
+    engine.rollback(rid, 2)
+    snapshot = engine.snapshot()
+    blocks = request_view(snapshot, rid)["blocks"]
+    partial = [b for b in blocks if None in b["slots"]]
+    assert partial and all(b["hash"] is None for b in partial)
+    assert all(b["hash"] is not None for b in blocks if None not in b["slots"])
+    # The pool still hashes the block by what it holds (its old, full content: undo reads it).
+    pool = {b["id"]: b for b in snapshot["pool"]["blocks"]}
+    assert any(pool[b["id"]]["hash"] is not None for b in partial)
