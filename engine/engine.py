@@ -629,6 +629,8 @@ class Engine:
         if bounded:
             for cursor in request.cursors.values():
                 cursor[1] = max(cursor[1], min(request.consumer_from, cursor[0]))
+        # Blocks it already holds in full (a hot hit) are hashed now, as if it had filled them.
+        self._hash_full_blocks(request, min(request.cursors["target"]))
         self.counters[found.cache] += 1
         encoder, consumer = request.cursors["target"]
         request.restore = {
@@ -925,6 +927,8 @@ class Engine:
             for role, cursor in request.cursors.items():
                 kept = min(size, max(0, cursor[1] - index * size))
                 self.pool.sealed[self.pool.roles[role], block] = kept
+        if shared:  # copies carry no hash: hash them again (a full one gets the same hash)
+            request.hashed = min(request.hashed, min(shared))
         request.table.extend(fresh)
         return True
 

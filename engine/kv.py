@@ -179,7 +179,8 @@ class BlockPool:
         dst = slice(target * size, (target + 1) * size)
         for store in self.stores.values():
             store.copy_slots(src, dst)
-        self.block_hash[target] = self.block_hash[source]
+        # A copy is made to be written: its prefix hash is computed once its content is full.
+        self.block_hash[target] = None
         self.sealed[:, target] = self.sealed[:, source]
 
     # -- views ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from engine import Engine, Result, greedy_generate
 
@@ -160,9 +161,37 @@ def check_live_prefixes(engine: Engine) -> None:
         assert error < TOLERANCE, f"{view['id']}: live committed state differs by {error}"
 
 
+# Every (token prefix -> block hash) an engine's snapshots have shown: a prefix keeps its hash
+# through copies, rollbacks, undo and preemption, and no two prefixes share one.
+_PREFIX_HASHES: WeakKeyDictionary[Engine, dict[tuple[int, ...], str]] = WeakKeyDictionary()
+
+
+def check_block_hashes(engine: Engine, snapshot: dict[str, Any]) -> None:
+    """A request's full blocks show the hash of their token prefix, its partial ones none."""
+    seen = _PREFIX_HASHES.setdefault(engine, {})
+    size = snapshot["pool"]["block_size"]
+    for view in snapshot["requests"]:
+        tokens = view["prompt"] + view["generated"]
+        for block in view["blocks"]:
+            full = None not in block["slots"]
+            if not full:
+                assert block["hash"] is None, f"{view['id']}: partial block {block} has a hash"
+                continue
+            assert block["hash"] is not None, f"{view['id']}: full block {block} has no hash"
+            prefix = tuple(tokens[: (block["index"] + 1) * size])
+            assert seen.setdefault(prefix, block["hash"]) == block["hash"], (
+                f"{view['id']}: block {block['id']} over {prefix} shows {block['hash']}, "
+                f"earlier {seen[prefix]}"
+            )
+    by_hash: dict[str, tuple[int, ...]] = {}
+    for prefix, digest in seen.items():
+        assert by_hash.setdefault(digest, prefix) == prefix, f"{prefix} and {by_hash[digest]}"
+
+
 def check_block_invariants(engine: Engine) -> dict[str, Any]:
     """Pool, cache and queue bookkeeping agree with each other; returns the snapshot."""
     snapshot = engine.snapshot()
+    check_block_hashes(engine, snapshot)
     blocks = snapshot["metrics"]["blocks"]
     pool = snapshot["pool"]
     size = pool["block_size"]

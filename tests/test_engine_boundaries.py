@@ -335,7 +335,7 @@ def test_a_warm_restore_republishes_nothing_as_hot_before_its_consumers_are_reco
     independent = TinyModel(seed=7, depth=1)  # keeps its own rows in the blocks
     engine = Engine(target, independent, config=EngineConfig(block_size=2), clock=clock)
     engine.generate([1, 2, 3, 4, 5, 6], max_tokens=3)
-    clock.now = 10.0  # hot cursors expired at t=3; encoder prefixes live until t=100
+    clock.now = 10.0  # hot cursors expired at 3s; encoder prefixes live until 100s
     warm = engine.submit([1, 2, 3, 4, 5, 6, 7, 8], max_tokens=6)
     engine.step()  # the target replays its consumers; the draft has not run yet
     assert restore_of(engine.trace, warm)["cache"] == "warm"
@@ -578,3 +578,20 @@ def test_after_a_rollback_into_a_block_the_request_shows_no_hash_for_its_partial
     # The pool still hashes the block by what it holds (its old, full content: undo reads it).
     pool = {b["id"]: b for b in snapshot["pool"]["blocks"]}
     assert any(pool[b["id"]]["hash"] is not None for b in partial)
+
+
+def test_a_block_copied_from_the_cache_and_written_differently_gets_its_own_hash() -> None:
+    engine = Engine(TinyModel(seed=4), None, config=EngineConfig(block_size=4), clock=ManualClock())
+    first = engine.submit([1, 2, 3, 4, 5, 6], max_tokens=2)
+    engine.step()
+    shown = {b["index"]: b["hash"] for b in request_view(engine.snapshot(), first)["blocks"]}
+    drain(engine)
+    # Shares [1, 2, 3] with the cached prefix: its first block is a copy, then holds 9.
+    second = engine.submit([1, 2, 3, 9, 10, 11], max_tokens=2)
+    restore = restore_of(engine.step(), second)
+    assert (restore["cache"], restore["reused_positions"]) == ("hot", 3)
+    block = request_view(engine.snapshot(), second)["blocks"][0]
+    assert block["slots"] == [1, 2, 3, 9]
+    assert block["hash"] is not None and block["hash"] != shown[0]
+    drain(engine)
+    check_against_oracle(engine, second)
