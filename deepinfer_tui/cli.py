@@ -41,7 +41,7 @@ from . import __version__
 from .describe import describe, error_message, format_tokens, plural
 from .export import ALL_FORMATS, export_all, parse_formats
 from .jsonfile import read_json
-from .parsing import parse_tokens
+from .parsing import eos_problem, parse_tokens
 from .replay import Replay, TraceError, load_trace
 from .scenario import Scenario, ScenarioError, default_scenario, load_scenario, parse_scenario
 from .session import Session
@@ -63,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         option = re.fullmatch(r"argument (--[\w-]+)(?:/\S+)?: expected one argument", message)
         if option:  # argparse takes a value starting with "-" (e.g. "-1,2") for an option
-            message += f" (for a value that starts with '-', write {option[1]}=VALUE)"
+            message += f" (if its value starts with '-', write {option[1]}=VALUE)"
         raise UsageError(f"{self.prog}: {message} (see --help)")
 
 
@@ -465,10 +465,9 @@ def _generate_scenario(args: argparse.Namespace) -> Scenario:
             raise UsageError(f"{where}: {error}") from None
         if max_tokens < 0:
             raise UsageError(f"{where}: max_tokens must be non-negative, got {max_tokens}")
-        if eos_id is not None and not 0 <= eos_id < model.vocab_size:
-            raise UsageError(
-                f"{where}: eos id {eos_id} is outside the vocabulary [0, {model.vocab_size})"
-            )
+        problem = eos_problem(eos_id, model.vocab_size)
+        if problem:
+            raise UsageError(f"{where}: {problem}")
         blocks = -(-(len(request["prompt"]) + max_tokens) // config.block_size)
         if blocks > config.num_blocks:
             raise UsageError(
@@ -759,7 +758,12 @@ def _run_app(session: Session, *, export_dir: Path, replay: Replay | None = None
 def cmd_launch(args: argparse.Namespace) -> int:
     export_dir = Path(args.app_export_dir or DEFAULT_EXPORT_DIR)
     if args.app_trace is not None:
-        chosen = [k for k, v in _engine_overrides(args, "app_").items() if v not in (None, False)]
+        # `is`, not `in`: 0 == False, and --seed 0 or --undo-depth 0 is a setting too.
+        chosen = [
+            k
+            for k, v in _engine_overrides(args, "app_").items()
+            if v is not None and v is not False
+        ]
         if args.app_scenario is not None or chosen:
             raise UsageError(
                 f"{PROG}: --trace replays a saved trace exactly as recorded; it cannot be "
@@ -787,8 +791,8 @@ examples:
   {PROG} demo --trace                      the whole scenario, stage by stage, checked
   {PROG} generate --prompt 1,2,3 --prompt 4,5,6 --max-tokens 6 --batch-budget 4 --json
   {PROG} bounded --length 32 --keep 8      bounded recovery experiment (approximations)
-  {PROG} export --steps 5 --out exports    trace snapshot files at tick 5
-  {PROG} replay exports/default-t0005.trace.json --check
+  {PROG} export --steps 5                  trace snapshot files at tick 5, in {DEFAULT_EXPORT_DIR}/
+  {PROG} replay {DEFAULT_EXPORT_DIR}/default-t0005.trace.json --check
   {PROG} guide --list --lang zh
 
 Bad input exits with status 2 and one line on stderr; a failed check exits with 1, and so

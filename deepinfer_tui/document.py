@@ -119,9 +119,10 @@ def request_table(snapshot: dict[str, Any]) -> Table:
         restore = request["restore"]
         cache = f"{restore['cache']} {restore['reused_positions']}" if restore else "–"
         drafts = f"{request['accepted']}/{request['proposed']}"
+        mark = status_mark(request)
         table.add_row(
             request["id"],
-            Text(f"{status_mark(request).symbol} {request['status']}", status_mark(request).style),
+            Text(f"{mark.symbol} {request['status']}", mark.style),
             cache,
             f"{len(request['generated'])}/{request['max_tokens']}",
             drafts,

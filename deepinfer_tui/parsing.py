@@ -24,10 +24,19 @@ def parse_tokens(text: str) -> list[int]:
     parts = _SEPARATORS.split(text.strip())
     if not any(parts):
         raise ValueError("needs at least one token id, e.g. 1,2,3")
-    if not all(parts):  # "1,,2": a token left out by mistake, not skipped quietly
-        raise ValueError("an empty item between commas")
+    if not all(parts):  # "1,,2" or "1,2,": a token left out by mistake, not skipped quietly
+        raise ValueError("a comma with no token id next to it")
     return [parse_int(part, f"token {index + 1}") for index, part in enumerate(parts)]
 
 
 def parse_optional_int(text: str, what: str) -> int | None:
     return None if not text.strip() else parse_int(text, what)
+
+
+def eos_problem(eos_id: object, vocab_size: int) -> str | None:
+    """Why `eos_id` is not an EOS token id of this vocabulary; None if it is one (or None)."""
+    if eos_id is None:
+        return None
+    if isinstance(eos_id, bool) or not isinstance(eos_id, int) or not 0 <= eos_id < vocab_size:
+        return f"the EOS token id must be in [0, {vocab_size}), got {eos_id!r}"
+    return None

@@ -1,8 +1,9 @@
 """Scenarios: a small JSON file of models, config, timed requests and clock moves.
 
-Events apply in file order. `"tick": N` applies once the engine has run N rounds; `"idle": true`
-waits until the engine has nothing left to do. An event may `submit` a request, `cancel` one,
-move the injected `clock` to an absolute time, and carry a `note` shown in the log.
+Events apply in file order. `"tick": N` applies once the engine has run N rounds (or earlier,
+when it has nothing left to do); `"idle": true` waits until the engine has nothing left to do.
+An event may `submit` a request, `cancel` one, move the injected `clock` to an absolute time,
+and carry a `note` shown in the log.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from engine import Engine, EngineConfig, TinyModel, make_draft
 
 from .jsonfile import read_json
+from .parsing import eos_problem
 
 SCHEMA = 1
 
@@ -200,6 +202,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                 tokens = target.check_tokens(event.submit["prompt"], "prompt")
             except ValueError as error:
                 raise fail(where, str(error)) from None
+            problem = eos_problem(event.submit.get("eos_id"), target.vocab_size)
+            if problem:
+                raise fail(f"{where}.eos_id", problem)
             needed = -(-(len(tokens) + event.submit["max_tokens"]) // engine_config.block_size)
             if needed > engine_config.num_blocks:
                 raise fail(

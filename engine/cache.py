@@ -39,7 +39,7 @@ class Lookup:
 
 
 def _fmt(t: float) -> str:
-    return f"{t:g}s"  # clock seconds, as the debugger's header shows them
+    return f"{t:g}s"  # seconds of the injected clock
 
 
 class PrefixCache:

@@ -271,9 +271,9 @@ async def test_add_request_creates_a_request_and_selects_it() -> None:
     [
         ("x,y", "whole number"),
         ("", "prompt: needs at least one token id"),
-        ("1,,2", "prompt: an empty item between commas"),
+        ("1,,2", "prompt: a comma with no token id next to it"),
         ("1,999", "999"),
-        ("1,2/77", "EOS token id must be in [0, 32) or left empty, got 77"),
+        ("1,2/77", "the EOS token id must be in [0, 32), got 77"),
     ],
 )
 async def test_bad_add_input_shows_an_error_and_changes_nothing(prompt: str, problem: str) -> None:

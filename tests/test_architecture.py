@@ -31,6 +31,7 @@ def test_engine_loads_neither_textual_nor_rich() -> None:
         "deepinfer_tui.export",
         "deepinfer_tui.document",
         "deepinfer_tui.legend",
+        "deepinfer_tui.parsing",
         "deepinfer_tui.cli",
     ],
 )

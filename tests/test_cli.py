@@ -206,13 +206,13 @@ def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[s
     [
         (["generate", "--prompt", "1,x"], "token 2 must be a whole number, got 'x'"),
         (["generate", "--prompt", " "], "needs at least one token id"),
-        (["generate", "--prompt", "1,,2"], "an empty item between commas"),
-        (["generate", "--prompt", "-1,2"], "write --prompt=VALUE"),
+        (["generate", "--prompt", "1,,2"], "a comma with no token id next to it"),
+        (["generate", "--prompt", "-1,2"], "if its value starts with '-', write --prompt=VALUE"),
         (["generate", "--prompt=-1,2"], "-1 is outside the vocabulary"),
-        (["generate", "--prompt", "1,2,"], "an empty item between commas"),
+        (["generate", "--prompt", "1,2,"], "a comma with no token id next to it"),
         (["generate", "--prompt", "1,99"], "outside the vocabulary"),
         (["generate"], "--prompt"),
-        (["generate", "--prompt", "1", "--eos", "40"], "eos id 40"),
+        (["generate", "--prompt", "1", "--eos", "40"], "EOS token id must be in [0, 32), got 40"),
         (["generate", "--prompt", "1", "--max-tokens", "999"], "blocks"),
         (["generate", "--prompt", "1", "--batch-budget", "0"], "--batch-budget"),
         (["generate", "--prompt", "1", "--recovery-mode", "mask", "--keep", "2"], "keep=2"),
@@ -390,6 +390,11 @@ def test_guide_lists_and_prints_chapters(capsys: pytest.CaptureFixture[str]) -> 
         ),
         ('{"events": [{"tick": 0, "submit": {"id": "", "prompt": [1]}}]}', "non-empty string"),
         ('{"events": [{"tick": 0, "clock": 1e309}]}', "events[0].clock"),
+        (
+            '{"events": [{"tick": 2, "submit": {"prompt": [1], "eos_id": 999}}]}',
+            "events[0].submit.eos_id: the EOS token id must be in [0, 32), got 999",
+        ),
+        ('{"events": [{"tick": 0, "submit": {"prompt": [1], "eos_id": true}}]}', "got True"),
     ],
 )
 def test_malformed_scenario_names_the_file(
@@ -405,7 +410,9 @@ def test_trace_cannot_be_mixed_with_settings(
 ) -> None:
     run_json(capsys, "export", "--steps", "1", "--out", str(tmp_path), "--format", "json")
     trace = str(next(tmp_path.glob("*.trace.json")))
-    assert_one_line_error(*run(capsys, "--trace", trace, "--seed", "3"), "cannot be combined")
+    for setting in (["--seed", "3"], ["--seed", "0"], ["--undo-depth", "0"], ["--greedy"]):
+        result = run(capsys, "--trace", trace, *setting)
+        assert_one_line_error(*result, "cannot be combined")
 
 
 def test_launch_without_a_terminal_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:

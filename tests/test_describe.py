@@ -8,7 +8,7 @@ from deepinfer_tui.describe import describe
 from engine import Engine, EngineConfig, TinyModel, make_draft
 
 
-def _first_round_events(draft_width: int) -> list[dict[str, object]]:
+def _second_round_events(draft_width: int) -> list[dict[str, object]]:
     target = TinyModel(seed=3)
     now = [0.0]
     engine = Engine(
@@ -25,7 +25,7 @@ def _first_round_events(draft_width: int) -> list[dict[str, object]]:
 
 
 def test_a_draft_of_one_node_says_node() -> None:
-    events = _first_round_events(draft_width=1)
+    events = _second_round_events(draft_width=1)
     lines = [describe(e) for e in events if e["kind"] == "draft"]
     one = [line for line in lines if "draft tree: 1 node," in line]
     assert one, lines
@@ -33,7 +33,7 @@ def test_a_draft_of_one_node_says_node() -> None:
 
 
 def test_rounds_are_t_n_and_clock_times_are_seconds() -> None:
-    events = _first_round_events(draft_width=2)
+    events = _second_round_events(draft_width=2)
     lines = [describe(e) for e in events]
     assert all(re.match(r"t2\b", line) for line in lines), lines
     (restore,) = [describe(e) for e in events if e["kind"] == "restore" and e["cache"] == "hot"]

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from ..describe import error_message
-from ..parsing import parse_int, parse_optional_int, parse_tokens
+from ..parsing import eos_problem, parse_int, parse_optional_int, parse_tokens
 
 # Called with (prompt, max_tokens, eos_id); returns the new request id or raises ValueError.
 Submit = Callable[[list[int], int, int | None], str]
@@ -79,10 +79,9 @@ class AddRequestScreen(ModalScreen[str | None]):
             self.query_one("#max-tokens", Input).value, "max new tokens", minimum=0
         )
         eos_id = parse_optional_int(self.query_one("#eos", Input).value, "EOS token id")
-        if eos_id is not None and not 0 <= eos_id < self._vocab_size:
-            raise ValueError(
-                f"EOS token id must be in [0, {self._vocab_size}) or left empty, got {eos_id}"
-            )
+        problem = eos_problem(eos_id, self._vocab_size)
+        if problem:
+            raise ValueError(problem)
         return prompt, max_tokens, eos_id
 
     @on(Button.Pressed, "#cancel")

@@ -96,9 +96,9 @@ def render_status(view: View, committed: Sequence[int]) -> Text:
     else:
         text.append(" ● live ", style="bold reverse green")
         if view.auto_waiting is not None:
-            text.append(f" ⏸ auto · waits for the {view.auto_waiting}", style="bold yellow")
+            text.append(f" ⏸ auto · waits for the {view.auto_waiting} ·", style="bold yellow")
         elif view.auto_running:
-            text.append(" ▶ auto", style="bold green")
+            text.append(" ▶ auto ·", style="bold green")
     scenario = session.get("scenario")
     if scenario:
         text.append(f" {scenario}", style="bold")
