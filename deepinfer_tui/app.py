@@ -26,7 +26,7 @@ from engine import Engine
 
 from .commands import ClosingOncePalette, DebuggerCommands, PaletteAction
 from .describe import error_message
-from .export import export_all, free_stem, safe_name, write_atomically
+from .export import DEFAULT_EXPORT_DIR, export_all, free_stem, safe_name, write_atomically
 from .screens.add_request import AddRequestScreen
 from .screens.help import HelpScreen, KeyHelp
 from .screens.rollback import RollbackScreen
@@ -35,7 +35,6 @@ from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTabl
 from .widgets.footer import KeyFooter
 from .widgets.view import View
 
-DEFAULT_EXPORT_DIR = Path("deepinfer-exports")
 # A keypress at 64 active requests allocates tens of thousands of short-lived objects (the
 # snapshot view, strips, segments). At CPython's default young-generation threshold (700)
 # many are still alive when a collection runs, get promoted, and soon trigger a collection

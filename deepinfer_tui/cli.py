@@ -39,7 +39,7 @@ from engine import EngineConfig, TinyModel, greedy_generate
 
 from . import __version__
 from .describe import describe, error_message, format_tokens, plural
-from .export import ALL_FORMATS, export_all, parse_formats
+from .export import ALL_FORMATS, DEFAULT_EXPORT_DIR, export_all, parse_formats
 from .jsonfile import read_json
 from .parsing import eos_problem, parse_tokens
 from .replay import Replay, TraceError, load_trace
@@ -49,7 +49,6 @@ from .session import Session
 PROG = "deepinfer-tui"
 ORACLE_TOLERANCE = 1e-10
 MAX_BOUNDED_LENGTH = 4096  # full recompute is quadratic in length; keep the experiment quick
-DEFAULT_EXPORT_DIR = "deepinfer-exports"
 SCOPE = "real float64 NumPy arithmetic on random, untrained weights: token ids, not language"
 
 
@@ -670,7 +669,7 @@ def _interactive() -> bool:
 def cmd_replay(args: argparse.Namespace) -> int:
     replay = Replay(load_trace(args.trace))
     if not args.check and not args.json and _interactive():
-        return _run_app(replay.session, export_dir=Path(DEFAULT_EXPORT_DIR), replay=replay)
+        return _run_app(replay.session, export_dir=DEFAULT_EXPORT_DIR, replay=replay)
     recorded = len(replay.trace.events)
     if args.json:
         _print_json(
@@ -941,7 +940,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--out",
         metavar="DIR",
-        default=DEFAULT_EXPORT_DIR,
+        default=str(DEFAULT_EXPORT_DIR),
         help=f"output folder, created if missing (default: ./{DEFAULT_EXPORT_DIR}/)",
     )
     export.add_argument(

@@ -25,6 +25,7 @@ from .document import document_title, snapshot_document
 from .replay import trace_data
 from .session import Session
 
+DEFAULT_EXPORT_DIR = Path("deepinfer-exports")  # where the app and `export` write
 ALL_FORMATS = ("svg", "html", "txt", "json", "perfetto")
 SUFFIXES = {
     "svg": ".svg",
