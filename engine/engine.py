@@ -136,6 +136,11 @@ class _Plan:
 _ENGINE_SERIALS = itertools.count()
 
 
+def _count(count: int, noun: str) -> str:
+    """'1 free block', '3 free blocks' (event reasons are read by people)."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 class Engine:
     """A paged, prefix-caching, speculative inference engine over TinyModel."""
 
@@ -906,7 +911,7 @@ class Engine:
                         self._emit(
                             "deferred",
                             request.request_id,
-                            reason=f"needs {main} free block{'' if main == 1 else 's'}; "
+                            reason=f"needs {_count(main, 'free block')}; "
                             "space freed now is usable next round",
                         )
                     return False
@@ -966,8 +971,7 @@ class Engine:
             request.request_id,
             lost_positions=lost,
             freed_blocks=list(request.table),
-            reason=f"pool exhausted: another request needed {wanted} "
-            f"block{'' if wanted == 1 else 's'}; "
+            reason=f"pool exhausted: another request needed {_count(wanted, 'block')}; "
             f"{request.request_id} was the most recently admitted",
         )
         request.table = []
