@@ -372,8 +372,6 @@ def export_all(
         raise OSError(
             f"cannot create export folder {directory}: {error.strerror or error}"
         ) from None
-    if not directory.is_dir():
-        raise OSError(f"cannot export into {directory}: it is not a folder")
     stem = free_stem(directory, base_name(session), (SUFFIXES[name] for name in texts))
     files = {directory / f"{stem}{SUFFIXES[name]}": text for name, text in texts.items()}
     write_atomically(files)
