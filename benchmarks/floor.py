@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from engine.model import feed_forward, rms_norm  # the model's own, so the floor follows it
+
 FLOOR_SECONDS = 0.2  # per measurement: the best of as many runs as fit
 FLOOR_MIN_RUNS = 20
 
@@ -77,9 +79,6 @@ def _dense_path(width: int, depth: int, vocab: int) -> Callable[[], object]:
     def matrix(rows: int, columns: int) -> np.ndarray:
         return rng.standard_normal((rows, columns)) / np.sqrt(rows)
 
-    def norm(x: np.ndarray) -> np.ndarray:
-        return x / np.sqrt((x * x).sum(axis=-1, keepdims=True) / width + 1e-6)
-
     row = rng.standard_normal((1, width))
     encoder_qkv, encoder_out = matrix(width, 3 * width), matrix(width, width)
     encoder_ff = (matrix(width, width), matrix(width, width))
@@ -98,14 +97,14 @@ def _dense_path(width: int, depth: int, vocab: int) -> Callable[[], object]:
 
     def step() -> int:
         x = row
-        norm(x) @ encoder_qkv
+        rms_norm(x) @ encoder_qkv
         x = x + attended @ encoder_out
-        x = x + np.tanh(norm(x) @ encoder_ff[0]) @ encoder_ff[1]
+        x = x + feed_forward(x, *encoder_ff)
         x @ shared_kv
         for layer_in, layer_out, ff_in, ff_out in layers:
-            norm(x) @ layer_in
+            rms_norm(x) @ layer_in
             x = x + np.concatenate([attended, attended], axis=-1) @ layer_out
-            x = x + np.tanh(norm(x) @ ff_in) @ ff_out
-        return int(np.argmax(norm(x) @ head))
+            x = x + feed_forward(x, ff_in, ff_out)
+        return int(np.argmax(rms_norm(x) @ head))
 
     return step
