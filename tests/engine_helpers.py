@@ -105,6 +105,12 @@ def events_of(events: Iterable[dict[str, Any]], kind: str) -> list[dict[str, Any
     return [event for event in events if event["kind"] == kind]
 
 
+def restore_of(events: list[dict[str, Any]], request_id: str) -> dict[str, Any]:
+    """The one restore event of `request_id` among `events`."""
+    (restore,) = [e for e in events_of(events, "restore") if e["request_id"] == request_id]
+    return restore
+
+
 def check_against_oracle(engine: Engine, request_id: str, *, check_state: bool = True) -> Result:
     """A finished request's tokens and committed state equal greedy full recompute.
 

@@ -3,11 +3,16 @@ and undo: each test fails if one comparison, cap or reset in the engine is off b
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
-from engine_helpers import ManualClock, check_against_oracle, drain, events_of, request_view
+from engine_helpers import (
+    ManualClock,
+    check_against_oracle,
+    drain,
+    events_of,
+    request_view,
+    restore_of,
+)
 
 from engine import Engine, EngineConfig, TinyModel, make_draft
 from engine.cache import PrefixCache
@@ -114,11 +119,6 @@ def test_a_lookup_never_uses_an_entry_at_its_warm_expiry() -> None:
     assert cache.lookup("k", (1, 2, 3), now=4.999, exact=True).cache == "warm"
     found = cache.lookup("k", (1, 2, 3), now=5.0, exact=True)  # what expire(5.0) drops
     assert (found.cache, found.reused, found.entry) == ("cold", 0, None)
-
-
-def restore_of(events: list[dict[str, Any]], request_id: str) -> dict[str, Any]:
-    (restore,) = [e for e in events_of(events, "restore") if e["request_id"] == request_id]
-    return restore
 
 
 def test_bounded_recovery_reuses_only_entries_whose_whole_prefix_matches() -> None:

@@ -13,17 +13,13 @@ from engine_helpers import (
     check_block_invariants,
     drain,
     events_of,
+    restore_of,
 )
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 
 PROMPT = [5, 3, 1, 4, 1, 5, 9, 2]
 DEPTH = 3  # TinyModel's default depth: consumer rows are counted per layer
-
-
-def restore_of(events: list[dict[str, Any]], request_id: str) -> dict[str, Any]:
-    (restore,) = [e for e in events_of(events, "restore") if e["request_id"] == request_id]
-    return restore
 
 
 def first_round(engine: Engine, prompt: list[int], max_tokens: int) -> tuple[str, dict, dict]:
