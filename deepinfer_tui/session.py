@@ -118,8 +118,11 @@ class Session:
         """One engine round, then the scenario events that have become due."""
         if not self.can_step():
             raise ValueError("nothing to step: every request has finished")
-        self._marks.append(_Mark(self.next_event, self.clock.now, len(self.notes)))
+        mark = _Mark(self.next_event, self.clock.now, len(self.notes))
+        # A failed round restores the engine and keeps no history entry: no mark either, or
+        # undo would pair the engine's previous round with this scenario position.
         events = self.engine.step()
+        self._marks.append(mark)
         while len(self._marks) > self.engine.undo_available:
             self._marks.popleft()
         self.operations.append({"op": "step"})
@@ -184,8 +187,14 @@ class Session:
             seconds = self.next_expiry_gap()
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
             raise ValueError(f"the clock only moves forward; got {seconds!r} seconds")
-        if not math.isfinite(self.clock.now + float(seconds)):
+        later = self.clock.now + float(seconds)
+        if not math.isfinite(later):
             raise ValueError(f"moving the clock by {seconds!r} seconds would leave finite time")
+        if later == self.clock.now:
+            raise ValueError(
+                f"{seconds!r} seconds is below the clock's precision at {self.clock.now:g}s: "
+                "the clock would not move"
+            )
         self.clock.now += float(seconds)
         self.notes.append(self._note(f"clock advanced to {self.clock.now:g}s"))
         self.operations.append({"op": "clock", "seconds": float(seconds)})

@@ -1,12 +1,14 @@
 """Session: the Textual-free core the app and the CLI act through."""
 
+from collections.abc import Callable
+
 import pytest
 
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session, log_still_holds
 from deepinfer_tui.widgets.status import CommitTally
 from deepinfer_tui.widgets.view import View
-from engine import greedy_generate
+from engine import Engine, greedy_generate
 
 
 def test_user_submit_never_takes_an_id_a_scenario_event_will_use() -> None:
@@ -198,3 +200,56 @@ def test_the_clock_never_leaves_finite_time() -> None:
     with pytest.raises(ValueError, match="finite"):
         session.advance_clock(1e308)
     assert session.snapshot() == before
+
+
+def test_a_failed_round_leaves_undo_in_step_with_the_scenario(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def run_with_a_failed_round(fail: bool) -> Session:
+        session = Session(default_scenario())
+        while session.engine.tick < 4:
+            session.step()
+        if fail:
+            real_round = Engine._round
+            monkeypatch.setattr(Engine, "_round", _raise_once(real_round))
+            with pytest.raises(RuntimeError, match="injected"):
+                session.step()
+            monkeypatch.setattr(Engine, "_round", real_round)
+        session.undo()
+        return session
+
+    failed, plain = run_with_a_failed_round(True), run_with_a_failed_round(False)
+    assert (failed.next_event, failed.clock.now, failed.notes) == (
+        plain.next_event,
+        plain.clock.now,
+        plain.notes,
+    )
+    assert failed.engine.snapshot() == plain.engine.snapshot()
+    failed.run()
+    plain.run()
+    # Every scenario request is still submitted, and runs as without the failure.
+    assert set(failed.engine.requests) == {
+        e.submit["id"] for e in failed.scenario.events if e.submit
+    }
+    assert failed.engine.snapshot()["requests"] == plain.engine.snapshot()["requests"]
+
+
+def _raise_once(real: Callable[[Engine], None]) -> Callable[[Engine], None]:
+    calls = {"n": 0}
+
+    def round_or_fail(self: Engine) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("injected failure")
+        real(self)
+
+    return round_or_fail
+
+
+def test_a_clock_move_below_its_precision_is_refused() -> None:
+    session = Session(default_scenario())
+    session.advance_clock(1.7e308)
+    before = (session.snapshot(), list(session.operations), list(session.notes))
+    with pytest.raises(ValueError, match="would not move"):
+        session.advance_clock(1.0)
+    assert (session.snapshot(), session.operations, session.notes) == before
