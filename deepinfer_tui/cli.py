@@ -663,7 +663,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _interactive() -> bool:
-    return sys.stdin.isatty() and sys.stdout.isatty()
+    # Either stream is None when the program starts with it closed (`<&-`).
+    streams = (sys.stdin, sys.stdout)
+    return all(stream is not None and stream.isatty() for stream in streams)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -1004,6 +1006,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except MemoryError as error:  # e.g. a pool of a billion blocks: NumPy names the size
+        return _fail(f"not enough memory for these settings ({error_message(error)})", where)
     except (UsageError, ScenarioError, TraceError, ValueError, OSError) as error:
         return _fail(error_message(error), where)
     except Exception as error:

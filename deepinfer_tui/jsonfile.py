@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+MAX_BYTES = 64 * 2**20  # far above any scenario or trace this project writes
+
 
 def read_json(path: str | Path, kind: str, error: type[Exception]) -> Any:
     """Parse the JSON document at `path`; any problem raises `error` naming the file.
@@ -14,7 +16,12 @@ def read_json(path: str | Path, kind: str, error: type[Exception]) -> Any:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        # Bounded: a device or a pipe (/dev/zero) must not be read until memory runs out.
+        with path.open("rb") as file:
+            data = file.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise error(f"{path}: larger than {MAX_BYTES // 2**20} MB, too large for a {kind}")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -29,3 +36,7 @@ def read_json(path: str | Path, kind: str, error: type[Exception]) -> Any:
         raise error(
             f"{path}: not valid JSON (line {failure.lineno}, column {failure.colno}: {failure.msg})"
         ) from None
+    except RecursionError:
+        raise error(f"{path}: its JSON is nested too deeply to be a {kind}") from None
+    except ValueError as failure:  # e.g. an integer of more than 4300 digits
+        raise error(f"{path}: not a usable JSON {kind} ({failure})") from None

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+import engine.engine as engine_module
+from deepinfer_tui import jsonfile
 from deepinfer_tui.cli import main
 from deepinfer_tui.scenario import default_scenario
 from engine import TinyModel, greedy_generate
@@ -447,3 +449,62 @@ def test_export_into_a_path_that_is_a_file_says_so(
     code, out, err = run(capsys, "export", "--steps", "1", "--out", str(path))
     assert_one_line_error(code, out, err, str(path), "it is a file, not a folder")
     assert path.read_text(encoding="utf-8") == "not a folder"
+
+
+def test_a_closed_stdin_is_not_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", None)  # what Python sets when started with `<&-`
+    assert_one_line_error(*run(capsys, "--greedy"), "interactive terminal")
+
+
+def test_the_real_program_with_stdin_closed_says_what_to_do() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "deepinfer_tui"],
+        preexec_fn=lambda: os.close(0),  # closes only the child's stdin
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "interactive terminal" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"description": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        ('{"seed": ' + "9" * 5000 + "}", "4300 digits"),
+    ],
+)
+def test_json_that_python_cannot_hold_is_refused_with_the_file_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, problem: str
+) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_text(content, encoding="utf-8")
+    assert_one_line_error(*run(capsys, "--scenario", str(path)), str(path), problem)
+    assert_one_line_error(*run(capsys, "generate", "--input", str(path)), str(path), problem)
+
+
+def test_an_endless_or_huge_file_is_not_read_to_the_end(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonfile, "MAX_BYTES", 1000)
+    path = tmp_path / "big.json"
+    path.write_text("[" + "1," * 1000 + "1]", encoding="utf-8")
+    assert_one_line_error(*run(capsys, "--scenario", str(path)), str(path), "too large")
+    if Path("/dev/zero").exists():  # a device that never ends
+        assert_one_line_error(*run(capsys, "replay", "/dev/zero"), "/dev/zero", "too large")
+
+
+def test_settings_too_big_for_memory_are_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise MemoryError("Unable to allocate 1.86 TiB for an array")
+
+    monkeypatch.setattr(engine_module.Engine, "__init__", no_memory)
+    assert_one_line_error(
+        *run(capsys, "generate", "--prompt", "1"), "not enough memory", "1.86 TiB"
+    )
