@@ -190,6 +190,7 @@ class Engine:
         self._delivered: set[str] = set()
         self._queue: deque[str] = deque()
         self._history: deque[_Checkpoint] = deque()
+        self._trimmed_for_space = 0  # history entries the current round trimmed to make room
         self._round_context: tuple[tuple[int, ...], BatchContext] | None = None
         # Models keep padded copies of stored rows across calls, keyed by `_context_key`:
         # the key changes whenever a request's committed rows may have been rewritten.
@@ -558,21 +559,38 @@ class Engine:
 
     def step(self) -> list[Event]:
         """Run one round; returns its events. Interrupts leave the engine as it was."""
-        checkpoint = self._checkpoint()
+        # Everything that can raise (an interrupt lands anywhere) is inside the try, taking
+        # and recording the checkpoint included: the handler must see any partial work.
+        history = list(self._history)
+        self._trimmed_for_space = 0
+        checkpoint: _Checkpoint | None = None
         start = len(self.trace)
         try:
+            checkpoint = self._checkpoint()
+            self._history.append(checkpoint)
+            self._resume_retention()
             self._round()
+            self._trim_history(self.config.undo_depth)
+            events = self.trace[start:]
         except BaseException as failure:
-            # An interrupt can land after a forward wrote non-finite rows into a model's work
-            # buffers and before the round checked them: forget the buffers with the round.
-            self._reset_work_buffers()
-            self._restore(checkpoint)
-            self._history.pop()
-            self._after_rewind()
-            self._emit("step_aborted", None, error_type=type(failure).__name__)
+            self._abort(history, checkpoint, failure)
             raise
-        self._trim_history(self.config.undo_depth)
-        return self.trace[start:]
+        return events
+
+    def _abort(
+        self, history: list[_Checkpoint], checkpoint: _Checkpoint | None, failure: BaseException
+    ) -> None:
+        """Put back the engine `step()` found, but for one `step_aborted` event."""
+        # An interrupt can land after a forward wrote non-finite rows into a model's work
+        # buffers and before the round checked them: forget the buffers with the round.
+        self._reset_work_buffers()
+        if checkpoint is not None:
+            self._restore(checkpoint)
+        # Entries trimmed for space this round stay gone (their blocks may hold new rows now);
+        # any other entry comes back, with its retained blocks as the checkpoint saw them.
+        self._history = deque(history[self._trimmed_for_space :])
+        self._after_rewind()
+        self._emit("step_aborted", None, error_type=type(failure).__name__)
 
     def _round(self) -> None:
         self._round_context = None
@@ -942,6 +960,9 @@ class Engine:
             return True
         while len(self._history) > 1 and count > self.pool.free_count():
             self._trim_history(len(self._history) - 1)
+            # Counted once trimmed: if an abort comes first, the entry's blocks are still
+            # unused and it can be put back.
+            self._trimmed_for_space += 1
         if count <= self.pool.free_count():
             return True
         # Space freed from now on is usable next round (this round may still be rewound).
@@ -1328,8 +1349,6 @@ class Engine:
             sealed=self.pool.sealed.copy(),
             admissions=self._admissions,
         )
-        self._history.append(checkpoint)
-        self._resume_retention()
         return checkpoint
 
     def _after_rewind(self) -> None:
