@@ -41,7 +41,7 @@ from . import __version__
 from .describe import describe, error_message, format_tokens, plural
 from .export import ALL_FORMATS, DEFAULT_EXPORT_DIR, export_all, parse_formats
 from .jsonfile import read_json
-from .parsing import eos_problem, parse_tokens
+from .parsing import eos_problem, parse_tokens, whole_number
 from .replay import Replay, TraceError, load_trace
 from .scenario import Scenario, ScenarioError, default_scenario, load_scenario, parse_scenario
 from .session import Session
@@ -70,10 +70,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _whole(text: str, minimum: int) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    value = whole_number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
     if value < minimum:
         kind = "positive" if minimum == 1 else "non-negative"
         raise argparse.ArgumentTypeError(f"expected a {kind} whole number, got {text!r}")

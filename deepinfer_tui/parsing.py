@@ -8,12 +8,29 @@ import re
 _SEPARATORS = re.compile(r"\s*,\s*|\s+")  # a comma (spaces around it) or spaces
 
 
-def parse_int(text: str, what: str, *, minimum: int | None = None) -> int:
+# ASCII digits only: int() would also take "1_0" and other scripts' digits ("٣"), which a
+# person typing token ids or counts did not mean.
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+MAX_DIGITS = 18  # far beyond any count or id here, and within int64
+
+
+def whole_number(text: str) -> int | None:
+    """`text` (spaces around it allowed) as a whole number of at most MAX_DIGITS digits;
+    None if it is not one."""
     cleaned = text.strip()
-    try:
-        value = int(cleaned)
-    except ValueError:
-        raise ValueError(f"{what} must be a whole number, got {cleaned!r}") from None
+    if not _WHOLE.fullmatch(cleaned) or len(cleaned.lstrip("+-")) > MAX_DIGITS:
+        return None
+    return int(cleaned)
+
+
+def parse_int(text: str, what: str, *, minimum: int | None = None) -> int:
+    value = whole_number(text)
+    if value is None:
+        shown = text.strip()
+        if _WHOLE.fullmatch(shown):
+            raise ValueError(f"{what} has more than {MAX_DIGITS} digits")
+        shown = shown if len(shown) <= 24 else shown[:24] + "…"
+        raise ValueError(f"{what} must be a whole number, got {shown!r}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{what} must be at least {minimum}, got {value}")
     return value

@@ -270,6 +270,8 @@ async def test_add_request_creates_a_request_and_selects_it() -> None:
     ("prompt", "problem"),
     [
         ("x,y", "whole number"),
+        ("1_0", "token 1 must be a whole number, got '1_0'"),
+        ("٣", "token 1 must be a whole number"),  # an Arabic-Indic three: not ASCII
         ("", "prompt: needs at least one token id"),
         ("1,,2", "prompt: a comma with no token id next to it"),
         ("1,999", "999"),

@@ -208,6 +208,11 @@ def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[s
     [
         (["generate", "--prompt", "1,x"], "token 2 must be a whole number, got 'x'"),
         (["generate", "--prompt", " "], "needs at least one token id"),
+        (["generate", "--prompt", "1_0"], "token 1 must be a whole number, got '1_0'"),
+        (["generate", "--prompt", "\u0661,\u0662"], "token 1 must be a whole number"),
+        (["generate", "--prompt", "1" * 30], "token 1 has more than 18 digits"),
+        (["generate", "--prompt", "1", "--max-tokens", "1_0"], "expected a whole number, got '1_0'"),
+        (["generate", "--prompt", "1", "--num-blocks", " 4_8 "], "--num-blocks: expected a whole number"),
         (["generate", "--prompt", "1,,2"], "a comma with no token id next to it"),
         (["generate", "--prompt", "-1,2"], "if its value starts with '-', write --prompt=VALUE"),
         (["generate", "--prompt=-1,2"], "-1 is outside the vocabulary"),
