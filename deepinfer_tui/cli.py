@@ -31,7 +31,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -64,6 +64,11 @@ class _Parser(argparse.ArgumentParser):
         if option:  # argparse takes a value starting with "-" (e.g. "-1,2") for an option
             message += f" (if its value starts with '-', write {option[1]}=VALUE)"
         raise UsageError(f"{self.prog}: {message} (see --help)")
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        # argparse drops write errors: --help into a full disk would exit 0, printing nothing.
+        if message:
+            (file or sys.stderr).write(message)
 
 
 # -- argument types ------------------------------------------------------------------------------
@@ -984,6 +989,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if sys.stdout is None:  # started with `>&-`: print() would drop everything silently
+        return _fail("standard output is closed, so nothing could be printed")
+    try:
+        code = _main(argv)  # --help and --version print while the arguments are parsed
+        sys.stdout.flush()  # output lost to a full disk is a failure, not a silent success
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
+    except OSError as error:
+        _silence_stdout()
+        print(f"{PROG}: cannot write the output ({error.strerror or error})", file=sys.stderr)
+        return 1
+    return code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so the exit's final flush of what could not be
+    written does not complain too."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -998,10 +1026,8 @@ def main(argv: list[str] | None = None) -> int:
     where = PROG if args.command is None else f"{PROG} {args.command}"
     try:
         return int(args.handler(args))
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): silence the final flush's complaint too.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except BrokenPipeError:  # the reader went away (e.g. `| head`)
+        _silence_stdout()
         return 1
     except KeyboardInterrupt:
         return 130

@@ -211,8 +211,14 @@ def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[s
         (["generate", "--prompt", "1_0"], "token 1 must be a whole number, got '1_0'"),
         (["generate", "--prompt", "\u0661,\u0662"], "token 1 must be a whole number"),
         (["generate", "--prompt", "1" * 30], "token 1 has more than 18 digits"),
-        (["generate", "--prompt", "1", "--max-tokens", "1_0"], "expected a whole number, got '1_0'"),
-        (["generate", "--prompt", "1", "--num-blocks", " 4_8 "], "--num-blocks: expected a whole number"),
+        (
+            ["generate", "--prompt", "1", "--max-tokens", "1_0"],
+            "expected a whole number, got '1_0'",
+        ),
+        (
+            ["generate", "--prompt", "1", "--num-blocks", " 4_8 "],
+            "--num-blocks: expected a whole number",
+        ),
         (["generate", "--prompt", "1,,2"], "a comma with no token id next to it"),
         (["generate", "--prompt", "-1,2"], "if its value starts with '-', write --prompt=VALUE"),
         (["generate", "--prompt=-1,2"], "-1 is outside the vocabulary"),
@@ -513,3 +519,31 @@ def test_settings_too_big_for_memory_are_one_line(
     assert_one_line_error(
         *run(capsys, "generate", "--prompt", "1"), "not enough memory", "1.86 TiB"
     )
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs a full device")
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["guide", "--list"]])
+def test_output_lost_to_a_full_disk_is_a_failure(argv: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "deepinfer_tui", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode != 0
+    assert "No space left on device" in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_closed_stdout_is_a_failure() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "deepinfer_tui", "demo"],
+        preexec_fn=lambda: os.close(1),  # closes only the child's stdout
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "standard output is closed" in done.stderr
