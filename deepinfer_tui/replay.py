@@ -10,10 +10,10 @@ Schema (version 1), one JSON object:
     version     1
     scenario    Scenario.to_dict() (models, config, seed, timed events)
     config      the engine configuration the run used (EngineConfig.to_dict())
-    seed        the scenario seed
+    seed        the scenario seed (must equal the scenario's)
     models      {role: {identity, vocab_size, width, depth, window}} for target (and draft)
-    tick        engine tick when the trace was saved
-    clock       injected clock (seconds) when the trace was saved
+    tick        engine tick when the trace was saved (re-execution must end there)
+    clock       injected clock (seconds) when the trace was saved (likewise)
     operations  the session's operations, e.g. {"op": "step"}, {"op": "cancel", "id": ...}
     events      Session.log(): engine events and session notes, in order
 """
@@ -98,6 +98,9 @@ class TraceFile:
     models: dict[str, Any]
     operations: list[dict[str, Any]]
     events: list[dict[str, Any]]
+    # Where the saved session stood; re-execution must end there too (None: not recorded).
+    tick: int | None = None
+    clock: float | None = None
 
 
 def load_trace(path: str | Path) -> TraceFile:
@@ -156,6 +159,13 @@ def parse_trace(data: Any, source: str = "<trace>") -> TraceFile:
         tick = event.get("tick")
         if isinstance(tick, bool) or not isinstance(tick, int):
             raise fail(f"events[{index}] needs an integer tick, got {tick!r}")
+    tick, clock = data.get("tick"), data.get("clock")
+    if tick is not None and not _is_int(tick, minimum=0):
+        raise fail(f"tick must be a non-negative integer, got {tick!r}")
+    if clock is not None and (
+        isinstance(clock, bool) or not isinstance(clock, (int, float)) or not math.isfinite(clock)
+    ):
+        raise fail(f"clock must be a finite number of seconds, got {clock!r}")
     return TraceFile(
         source=source,
         scenario=scenario,
@@ -164,6 +174,8 @@ def parse_trace(data: Any, source: str = "<trace>") -> TraceFile:
         models=data["models"],
         operations=operations,
         events=events,
+        tick=tick,
+        clock=None if clock is None else float(clock),
     )
 
 
@@ -177,13 +189,40 @@ def _check_operation(operation: Any, where: str, fail: Any) -> None:
     missing = [name for name in _OPERATION_FIELDS[op] if name not in operation]
     if missing:
         raise fail(f"{where}: {op} needs {', '.join(missing)}")
+    # The shapes the session's operations take; values a type check cannot judge (an unknown
+    # id, a prompt longer than the pool) fail on re-execution, naming the operation.
+    if op in ("cancel", "rollback") and not isinstance(operation["id"], str):
+        raise fail(f"{where}: {op} id must be a string, got {operation['id']!r}")
+    if op == "rollback" and not _is_int(operation.get("tokens", 1), minimum=1):
+        raise fail(
+            f"{where}: rollback tokens must be a positive integer, got {operation['tokens']!r}"
+        )
+    if op == "submit":
+        prompt = operation["prompt"]
+        if not isinstance(prompt, list) or not all(_is_int(token) for token in prompt):
+            raise fail(f"{where}: submit prompt must be a list of integer token ids")
+        if not _is_int(operation["max_tokens"], minimum=0):
+            raise fail(
+                f"{where}: submit max_tokens must be a non-negative integer, "
+                f"got {operation['max_tokens']!r}"
+            )
+        eos_id = operation.get("eos_id")
+        if eos_id is not None and not _is_int(eos_id):
+            raise fail(f"{where}: submit eos_id must be an integer or null, got {eos_id!r}")
     seconds = operation.get("seconds")
     if op == "clock" and (
         isinstance(seconds, bool)
         or not isinstance(seconds, (int, float))
         or not math.isfinite(seconds)
+        or seconds <= 0
     ):
-        raise fail(f"{where}: clock seconds must be a number, got {seconds!r}")
+        raise fail(f"{where}: clock seconds must be a positive number, got {seconds!r}")
+
+
+def _is_int(value: Any, minimum: int | None = None) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    return minimum is None or value >= minimum
 
 
 # -- re-execution ------------------------------------------------------------------------------
@@ -311,6 +350,11 @@ class Replay:
         return None
 
     def _compare(self) -> str | None:
+        if self.trace.seed != self.trace.scenario.seed:
+            return (
+                f"seed differs: the trace records {self.trace.seed}, its scenario (which the "
+                f"run used) {self.trace.scenario.seed}"
+            )
         recorded_models = {
             role: (m.get("identity") if isinstance(m, dict) else None)
             for role, m in self.trace.models.items()
@@ -343,6 +387,16 @@ class Replay:
                 )
             extra = _safe_describe(got[index])
             return f"event {index}: re-execution produced an extra event {extra!r}"
+        tick, clock = self.session.engine.tick, self.session.clock.now
+        if self.trace.tick is not None and self.trace.tick != tick:
+            return (
+                f"the trace was saved at tick {self.trace.tick}; re-execution ends at tick {tick}"
+            )
+        if self.trace.clock is not None and self.trace.clock != clock:
+            return (
+                f"the trace was saved at clock {self.trace.clock:g}s; re-execution ends at "
+                f"{clock:g}s"
+            )
         return None
 
 

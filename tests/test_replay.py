@@ -121,6 +121,24 @@ def test_impossible_operation_diverges(busy_session: Session) -> None:
     assert "request-99" in replay.divergence and "operation" in replay.divergence
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("tick", 999, "saved at tick 999; re-execution ends at tick"),
+        ("clock", 123.5, "saved at clock 123.5s; re-execution ends at"),
+        ("seed", 5, "seed differs: the trace records 5"),
+    ],
+)
+def test_an_edited_position_or_seed_diverges(
+    busy_session: Session, field: str, value: int, problem: str
+) -> None:
+    data = trace_data(busy_session)
+    assert data[field] != value
+    data[field] = value
+    replay = Replay(parse_trace(data, "edited.json"))
+    assert replay.divergence is not None and problem in replay.divergence
+
+
 def _variant(busy_session: Session, change: Any) -> dict[str, Any]:
     data = trace_data(busy_session)
     change(data)
@@ -139,6 +157,27 @@ def _variant(busy_session: Session, change: Any) -> dict[str, Any]:
         (lambda d: d["operations"].append({"op": "cancel"}), "cancel needs id"),
         (lambda d: d.update(events=[{"tick": 0}]), "events[0]"),
         (lambda d: d["scenario"].update(seed=-1), "seed"),
+        (lambda d: d["operations"].append({"op": "cancel", "id": ["x"]}), "id must be a string"),
+        (
+            lambda d: d["operations"].append({"op": "rollback", "id": "request-1", "tokens": -3}),
+            "rollback tokens must be a positive integer, got -3",
+        ),
+        (
+            lambda d: d["operations"].append({"op": "rollback", "id": "request-1", "tokens": True}),
+            "got True",
+        ),
+        (
+            lambda d: d["operations"].append({"op": "submit", "prompt": "1,2", "max_tokens": 2}),
+            "prompt must be a list of integer token ids",
+        ),
+        (
+            lambda d: d["operations"].append({"op": "submit", "prompt": [1], "max_tokens": "2"}),
+            "max_tokens must be a non-negative integer",
+        ),
+        (lambda d: d["operations"].append({"op": "clock", "seconds": -1}), "positive number"),
+        (lambda d: d["operations"].append({"op": "clock", "seconds": "abc"}), "positive number"),
+        (lambda d: d.update(tick=-1), "tick must be a non-negative integer"),
+        (lambda d: d.update(clock="soon"), "clock must be a finite number"),
     ],
 )
 def test_bad_trace_documents_are_one_clear_line(
