@@ -255,11 +255,17 @@ def cache_table(snapshot: dict[str, Any]) -> RenderableType:
         table.add_row(
             format_tokens(entry["tokens"]),
             format_blocks(entry["blocks"]),
-            entry["state"],
+            _cache_state(entry),
             f"{entry['hot_until']:g}s",
             f"{entry['warm_until']:g}s",
         )
     return table
+
+
+def _cache_state(entry: dict[str, Any]) -> str:
+    if entry["state"] == "expired":  # at warm_until; the next round releases its blocks
+        return "expired; released next round"
+    return entry["state"]
 
 
 def commit_log(log: list[dict[str, Any]]) -> RenderableType:

@@ -27,6 +27,13 @@ class CacheEntry:
     def is_hot(self, now: float) -> bool:
         return now < self.hot_until
 
+    def state(self, now: float) -> str:
+        """'hot', 'warm' or 'expired'. An expired entry still holds its blocks: the engine
+        reads its clock when a round starts, and that round's expiry releases them."""
+        if now >= self.warm_until:  # first: a state_ttl longer than prefix_ttl ends here too
+            return "expired"
+        return "hot" if self.is_hot(now) else "warm"
+
 
 @dataclass(frozen=True)
 class Lookup:
@@ -40,6 +47,11 @@ class Lookup:
 
 def _fmt(t: float) -> str:
     return f"{t:g}s"  # seconds of the injected clock
+
+
+def counted(count: int, noun: str) -> str:
+    """'1 position', '3 positions' (reasons are read by people)."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 class PrefixCache:
@@ -126,19 +138,20 @@ class PrefixCache:
             return Lookup("cold", 0, None, "no live cached prefix for these tokens")
         common, hot_rank, entry = best
         self._use((entry.key, entry.tokens), entry)
+        positions = counted(common, "position")
         if hot_rank:
             return Lookup(
                 "hot",
                 common,
                 entry,
-                f"hot cursor over {common} positions, alive until {_fmt(entry.hot_until)}",
+                f"hot cursor over {positions}, alive until {_fmt(entry.hot_until)}",
             )
         return Lookup(
             "warm",
             common,
             entry,
-            f"hot cursor expired at {_fmt(entry.hot_until)}; encoder prefix of {common} "
-            f"positions alive until {_fmt(entry.warm_until)}",
+            f"hot cursor expired at {_fmt(entry.hot_until)}; encoder prefix of {positions} "
+            f"alive until {_fmt(entry.warm_until)}",
         )
 
 

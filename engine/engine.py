@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .cache import CacheEntry, PrefixCache
+from .cache import CacheEntry, PrefixCache, counted
 from .config import EngineConfig, RequestError, Result
 from .draft import (
     ROOT,
@@ -134,11 +134,6 @@ class _Plan:
 
 
 _ENGINE_SERIALS = itertools.count()
-
-
-def _count(count: int, noun: str) -> str:
-    """'1 free block', '3 free blocks' (event reasons are read by people)."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 class Engine:
@@ -482,7 +477,7 @@ class Engine:
                 {
                     "tokens": list(entry.tokens),
                     "blocks": list(entry.blocks),
-                    "state": "hot" if entry.is_hot(now) else "warm",
+                    "state": entry.state(now),
                     "hot_until": entry.hot_until,
                     "warm_until": entry.warm_until,
                 }
@@ -929,7 +924,7 @@ class Engine:
                         self._emit(
                             "deferred",
                             request.request_id,
-                            reason=f"needs {_count(main, 'free block')}; "
+                            reason=f"needs {counted(main, 'free block')}; "
                             "space freed now is usable next round",
                         )
                     return False
@@ -992,7 +987,7 @@ class Engine:
             request.request_id,
             lost_positions=lost,
             freed_blocks=list(request.table),
-            reason=f"pool exhausted: another request needed {_count(wanted, 'block')}; "
+            reason=f"pool exhausted: another request needed {counted(wanted, 'block')}; "
             f"{request.request_id} was the most recently admitted",
         )
         request.table = []

@@ -76,3 +76,71 @@ def test_an_interrupt_in_the_trim_after_a_round_keeps_every_undo() -> None:
     drain(engine)
     for number in (1, 2, 3):
         check_against_oracle(engine, f"request-{number}")
+
+
+# -- expired cache entries ----------------------------------------------------------------------
+
+
+def cache_states(engine: Engine) -> list[str]:
+    return [entry["state"] for entry in engine.snapshot()["cache"]]
+
+
+def test_an_entry_past_its_warm_time_is_expired_until_the_next_round_releases_it() -> None:
+    clock = ManualClock()
+    config = EngineConfig(block_size=2, state_ttl=1.0, prefix_ttl=5.0)
+    engine = Engine(TinyModel(seed=3), config=config, clock=clock)
+    engine.generate([1, 2, 3, 4, 5], max_tokens=2)  # publishes its prompt, then all of it
+    entries = engine.snapshot()["cache"]
+    assert [(e["hot_until"], e["warm_until"]) for e in entries] == [(1.0, 5.0)] * 2
+    held = sorted({b for e in entries for b in e["blocks"]})
+    for now, state in ((0.5, "hot"), (1.0, "warm"), (4.9, "warm"), (5.0, "expired")):
+        clock.now = now
+        assert cache_states(engine) == [state] * 2, f"at {now}s"
+    # Nothing has released the blocks yet: the engine expires entries when a round starts.
+    assert engine.metrics()["blocks"]["cached"] == len(held)
+    blocks = engine.snapshot()["pool"]["blocks"]
+    assert [blocks[b]["state"] for b in held] == ["cached"] * len(held)
+
+    other = engine.submit([9, 9], max_tokens=1)  # not a prefix: the round has its own work
+    events = engine.step()
+    assert [e["reason"] for e in events if e["kind"] == "evict"] == ["expired"] * 2
+    assert [e["tokens"][:2] for e in engine.snapshot()["cache"]] == [[9, 9]]  # the new one
+    blocks = engine.snapshot()["pool"]["blocks"]
+    # Released: kept only for the undo history (refcount 0), no longer cached.
+    assert {(blocks[b]["state"], blocks[b]["refcount"]) for b in held} == {("retained", 0)}
+    check_block_invariants(engine)
+    engine.undo()
+    assert cache_states(engine) == ["expired"] * 2
+    drain(engine)
+    check_against_oracle(engine, other)
+
+
+def test_a_hot_time_after_the_warm_time_does_not_keep_an_entry_alive() -> None:
+    clock = ManualClock()
+    config = EngineConfig(block_size=2, state_ttl=10.0, prefix_ttl=5.0)
+    engine = Engine(TinyModel(seed=3), config=config, clock=clock)
+    engine.generate([1, 2, 3, 4, 5], max_tokens=2)
+    clock.now = 4.0
+    assert cache_states(engine) == ["hot"] * 2
+    clock.now = 6.0
+    assert cache_states(engine) == ["expired"] * 2
+    rid = engine.submit([1, 2, 3, 4, 5], max_tokens=2)
+    events = engine.step()
+    assert [e["cache"] for e in events if e["kind"] == "restore"] == ["cold"]
+    drain(engine)
+    check_against_oracle(engine, rid)
+
+
+def test_a_one_position_restore_says_position() -> None:
+    clock = ManualClock()
+    engine = Engine(TinyModel(seed=3), config=EngineConfig(block_size=2), clock=clock)
+    engine.generate([1, 2], max_tokens=1)  # publishes the 1-position prefix [1] first
+    engine.submit([1, 5], max_tokens=1)
+    (hot,) = [e for e in engine.step() if e["kind"] == "restore"]
+    clock.now = 50.0  # past the hot cursor, before the warm prefix expires
+    engine.submit([1, 6], max_tokens=1)
+    (warm,) = [e for e in engine.step() if e["kind"] == "restore"]
+    assert (hot["cache"], hot["reused_positions"]) == ("hot", 1)
+    assert (warm["cache"], warm["reused_positions"]) == ("warm", 1)
+    assert "over 1 position," in hot["reason"]
+    assert "prefix of 1 position alive" in warm["reason"]

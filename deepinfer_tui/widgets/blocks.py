@@ -14,7 +14,7 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 
-from ..describe import format_blocks, format_tokens
+from ..describe import format_blocks, format_tokens, plural
 from ..legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
 from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
 from .quiet import refresh_rows, set_scroll_extent
@@ -129,12 +129,16 @@ def _no_blocks_reason(request: RequestView, view: View) -> list[str]:
     reason = request.get("finish_reason") or "finished"
     lines = [f"finished ({reason}): holds no KV blocks any more"]
     for entry in view.cached_prefixes_of(request):
-        blocks = format_blocks(entry["blocks"])
+        held = f"{plural(len(entry['tokens']), 'position')} in {format_blocks(entry['blocks'])}"
+        if entry["state"] == "expired":
+            # The engine expires entries when a round starts: until then it holds the blocks.
+            lines.append(
+                f"its prefix expired at {entry['warm_until']:g}s: {held}, "
+                "released at the next round"
+            )
+            continue
         until = entry["hot_until"] if entry["state"] == "hot" else entry["warm_until"]
-        lines.append(
-            f"its prefix is cached {entry['state']}: {len(entry['tokens'])} positions "
-            f"in {blocks} (until {until:g}s)"
-        )
+        lines.append(f"its prefix is cached {entry['state']}: {held} (until {until:g}s)")
     return lines
 
 
