@@ -1,17 +1,19 @@
 """deepinfer engine: a pure NumPy paged, prefix-caching, speculative inference engine."""
 
 from .config import EngineConfig, RequestError, Result
-from .engine import Engine
+from .engine import MAX_REQUEST_ID_LENGTH, Engine, check_request_id
 from .model import State, TinyModel, make_draft
 from .reference import greedy_generate
 
 __all__ = [
+    "MAX_REQUEST_ID_LENGTH",
     "Engine",
     "EngineConfig",
     "RequestError",
     "Result",
     "State",
     "TinyModel",
+    "check_request_id",
     "greedy_generate",
     "make_draft",
 ]

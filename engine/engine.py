@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
+import unicodedata
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -135,6 +136,36 @@ class _Plan:
 
 _ENGINE_SERIALS = itertools.count()
 
+MAX_REQUEST_ID_LENGTH = 64  # characters: ids are table columns, titles and file contents
+# Control, format (bidi overrides, zero-width), surrogate and line/paragraph separators: each
+# garbles a terminal line or an export, or cannot be encoded at all.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def _shown(value: object) -> str:
+    """repr() of a value for an error message, cut short (a bad id may be huge)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_request_id(request_id: object) -> str:
+    """Return `request_id` if it is a usable request id; else raise ValueError saying why."""
+    if not isinstance(request_id, str) or not request_id.strip():
+        raise ValueError(f"request_id must be a non-empty string, got {_shown(request_id)}")
+    if len(request_id) > MAX_REQUEST_ID_LENGTH:
+        raise ValueError(
+            f"request_id {_shown(request_id)} has {len(request_id)} characters; "
+            f"at most {MAX_REQUEST_ID_LENGTH} are allowed"
+        )
+    for char in request_id:
+        if unicodedata.category(char) in _UNPRINTABLE:
+            raise ValueError(
+                f"request_id {_shown(request_id)} contains U+{ord(char):04X} "
+                f"{unicodedata.name(char, '')}".rstrip()
+                + ": control, format, surrogate and line-separator characters are not allowed"
+            )
+    return request_id
+
 
 class Engine:
     """A paged, prefix-caching, speculative inference engine over TinyModel."""
@@ -256,8 +287,7 @@ class Engine:
             while f"request-{number}" in self.requests:
                 number += 1
             request_id = f"request-{number}"
-        if not isinstance(request_id, str) or not request_id.strip():
-            raise ValueError(f"request_id must be a non-empty string, got {request_id!r}")
+        check_request_id(request_id)
         if request_id in self.requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
         positions = len(tokens) + max_tokens
@@ -1405,7 +1435,7 @@ class Engine:
 
     def _get(self, request_id: str) -> Request:
         if not isinstance(request_id, str) or request_id not in self.requests:
-            raise KeyError(f"unknown request id {request_id!r}")
+            raise KeyError(f"unknown request id {_shown(request_id)}")
         return self.requests[request_id]
 
     def _cursor(self, request: Request, role: str) -> list[int]:

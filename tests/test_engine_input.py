@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -72,6 +73,44 @@ def test_submit_rejects_bad_or_duplicate_request_ids(engine: Engine, request_id:
     assert_rejected(
         engine, "request_id", lambda: engine.submit([1], max_tokens=2, request_id=request_id)
     )
+
+
+@pytest.mark.parametrize(
+    ("request_id", "match"),
+    [
+        ("a\x00\n", r"U\+0000"),
+        ("tab\there", r"U\+0009"),
+        ("bell\x07", r"U\+0007"),
+        ("line\nbreak", r"U\+000A"),
+        ("abc\u202edef", r"U\+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("zero\u200bwidth", r"U\+200B"),
+        ("para\u2029graph", r"U\+2029"),
+        ("line\u2028sep", r"U\+2028"),
+        ("\ud800", r"U\+D800"),  # a lone surrogate: no file encoding can write it
+        ("x" * 65, "65 characters; at most 64"),
+        ("x" * 5000, "5000 characters"),
+        ("\t\n", "non-empty"),
+    ],
+)
+def test_submit_rejects_ids_that_would_garble_a_screen(
+    engine: Engine, request_id: str, match: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        engine.submit([1], max_tokens=2, request_id=request_id)
+    message = str(caught.value)
+    assert "request_id" in message
+    assert re.search(match, message), message
+    assert len(message) < 200, "the id is shown cut short"
+    assert_rejected(engine, match, lambda: engine.submit([1], request_id=request_id))
+
+
+def test_printable_ids_of_any_script_up_to_the_bound_are_accepted(engine: Engine) -> None:
+    ids = ["x" * 64, "日本語の依頼", "naïve café", "emoji 🚀", "a b", "[bold]x[/]"]
+    for request_id in ids:
+        assert engine.submit([1, 2], max_tokens=2, request_id=request_id) == request_id
+    drain(engine)
+    for request_id in ids:
+        check_against_oracle(engine, request_id)
 
 
 def test_submit_rejects_a_prompt_that_can_never_fit(engine: Engine) -> None:
