@@ -251,10 +251,6 @@ class DebuggerApp(App[None]):
             yield CommitLog(id="log")
         yield KeyFooter({"-minor": MINOR_ACTIONS, "-secondary": SECONDARY_ACTIONS}, id="footer")
 
-    def on_resize(self, event: events.Resize) -> None:
-        for footer in self.query(KeyFooter):
-            footer.show_command_palette = event.size.width >= NARROW_BELOW
-
     def on_mount(self) -> None:
         self._gc_threshold = gc.get_threshold()
         young, *older = self._gc_threshold
