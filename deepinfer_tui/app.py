@@ -94,6 +94,8 @@ MUTATING = frozenset(
 )
 REPLAY_ONLY = frozenset({"frame_forward", "frame_back"})
 DEBUGGER_ACTIONS = MUTATING | REPLAY_ONLY | {"filter_log", "export", "save_screen", "guide"}
+# Actions that also act over another screen: a screenshot of a dialog or the guide is useful.
+OVER_ANY_SCREEN = frozenset({"save_screen"})
 # Keys the footer drops on narrow terminals, and more on tiny ones, so help and quit stay in
 # view (every key still works, and help and the palette list them all).
 MINOR_ACTIONS = frozenset({"filter_log", "export", "guide"})
@@ -184,6 +186,7 @@ class DebuggerApp(App[None]):
             tooltip="Save this screen as an SVG",
             id="save_screen",
             show=False,
+            priority=True,  # dialogs (modal screens) keep the app's other keys from them
         ),
         Binding("g", "guide", "guide", tooltip="Open the guide chapters", id="guide"),
         Binding("question_mark,f1", "help", "help", tooltip="Keys, panes and legend", id="help"),
@@ -349,7 +352,7 @@ class DebuggerApp(App[None]):
     # -- availability (greys out Footer keys; also guards the palette) ------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in DEBUGGER_ACTIONS and self._covered():
+        if action in DEBUGGER_ACTIONS - OVER_ANY_SCREEN and self._covered():
             return False  # another screen (guide, dialog) owns the keys until it closes
         return self._availability(action)
 
@@ -567,13 +570,18 @@ class DebuggerApp(App[None]):
         self._refresh_bindings_if_changed()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.key_help()))
+        self.push_screen(HelpScreen(self.key_help()), self._after_help)
+
+    def _after_help(self, result: str | None) -> None:
+        if result == "guide":  # `g` in the help
+            self.action_guide()
 
     def action_guide(self) -> None:
         # Imported on first use: the Markdown viewer would add ~65 ms to every start.
         from .screens.guide import GuideScreen
 
-        self.push_screen(GuideScreen())
+        if not isinstance(self.screen, GuideScreen):  # help opened from the guide: back to it
+            self.push_screen(GuideScreen())
 
     def action_command_palette(self) -> None:
         if self.use_command_palette and not CommandPalette.is_open(self):  # type: ignore[arg-type]

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.command import CommandList, CommandPalette
 from textual.content import Content
+from textual.widgets import Input
 
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.screens.add_request import AddRequestScreen
+from deepinfer_tui.screens.guide import GuideScreen
+from deepinfer_tui.screens.help import HelpScreen
+from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 
 SIZE = (120, 40)
@@ -66,6 +73,78 @@ def footer_keys(app: DebuggerApp) -> list[tuple[str, str]]:
         for key in app.screen.query("FooterKey")
         if key.display and key.region.width and key.region.y == bottom
     ]
+
+
+# -- 2. the help's `g` and ctrl+s over other screens --------------------------------------------
+
+
+async def test_g_in_the_help_opens_the_guide() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert "Press g for the guide" in str(app.screen.query_one("#help-guide").content)
+        await pilot.press("g")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "GuideScreen"
+        assert len(app.screen_stack) == 2  # the help closed on the way
+        # Help opened from the guide: g goes back to that guide, not to a second one.
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("g")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "GuideScreen" and len(app.screen_stack) == 2
+        await pilot.press("escape")
+        assert len(app.screen_stack) == 1
+
+
+@pytest.mark.parametrize(
+    ("keys", "dialog", "title"),
+    [
+        (("a",), AddRequestScreen, "Add a request"),
+        (("space", "B"), RollbackScreen, "Roll back request-1"),
+        (("f1",), HelpScreen, "Help"),
+        (("g",), GuideScreen, "Hot, warm and cold"),
+    ],
+)
+async def test_ctrl_s_saves_the_screen_with_a_dialog_open(
+    tmp_path: Path, keys: tuple[str, ...], dialog: type, title: str
+) -> None:
+    app = make_app(export_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*keys)
+        assert isinstance(app.screen, dialog)
+        fields = {field.id: field.value for field in app.screen.query(Input)}
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        (written,) = tmp_path.iterdir()
+        assert title.replace(" ", "&#160;") in written.read_text(encoding="utf-8")
+        assert isinstance(app.screen, dialog)  # still open, its fields as they were
+        assert {field.id: field.value for field in app.screen.query(Input)} == fields
+        assert messages(app) == [f"Screenshot saved: {written}"]
+
+
+# -- 5. dialog footers --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("keys", "dialog"), [(("a",), AddRequestScreen), (("space", "B"), RollbackScreen)]
+)
+async def test_a_forms_footer_shows_its_own_keys(keys: tuple[str, ...], dialog: type) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*keys)
+        assert isinstance(app.screen, dialog)
+        assert footer_keys(app) == [("enter", "confirm"), ("escape", "cancel")]
+        await pilot.press("escape")  # and they do what the footer says
+        assert not isinstance(app.screen, dialog)
+
+
+async def test_the_helps_footer_shows_close_and_guide() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f1")
+        assert footer_keys(app) == [("escape", "close"), ("g", "guide")]
 
 
 # -- 7. the footer's palette key follows the width ----------------------------------------------

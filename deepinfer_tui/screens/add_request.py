@@ -14,6 +14,7 @@ from textual.widgets import Button, Input, Label, Static
 
 from ..describe import error_message
 from ..parsing import eos_problem, parse_int, parse_optional_int, parse_tokens
+from .form import FormInput, dialog_footer
 
 # Called with (prompt, max_tokens, eos_id); returns the new request id or raises ValueError.
 Submit = Callable[[list[int], int, int | None], str]
@@ -26,7 +27,7 @@ class AddRequestScreen(ModalScreen[str | None]):
     (token out of vocabulary, pool too small) is shown here and nothing changes.
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
     def __init__(self, submit: Submit, vocab_size: int) -> None:
         super().__init__()
@@ -38,15 +39,16 @@ class AddRequestScreen(ModalScreen[str | None]):
             form.border_title = "Add a request"
             yield Static(f"Token ids in [0, {self._vocab_size}), separated by commas or spaces.")
             yield Label("Prompt")
-            yield Input(placeholder="1,2,3", id="prompt", compact=True)
+            yield FormInput(placeholder="1,2,3", id="prompt", compact=True)
             yield Label("Max new tokens")
-            yield Input(value="8", id="max-tokens", compact=True)
+            yield FormInput(value="8", id="max-tokens", compact=True)
             yield Label("EOS token id (optional)")
-            yield Input(placeholder="none", id="eos", compact=True)
+            yield FormInput(placeholder="none", id="eos", compact=True)
             yield Static("", id="form-error", classes="form-error")
             with Horizontal(classes="buttons"):
                 yield Button("Add", variant="primary", id="add", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
+        yield dialog_footer()
 
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).focus()

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..legend import full_legend
+from .form import dialog_footer
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,12 @@ def key_table(keys: Sequence[KeyHelp]) -> Text:
     return text
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ModalScreen[str | None]):
+    """Dismisses with "guide" when `g` asks for the guide (the app opens it), else None."""
+
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,f1,question_mark", "close", "Close help"),
+        Binding("escape,q,f1,question_mark", "close", "close"),
+        Binding("g", "guide", "guide"),
     ]
 
     def __init__(self, keys: Sequence[KeyHelp]) -> None:
@@ -79,6 +83,10 @@ class HelpScreen(ModalScreen[None]):
             )
             yield Static(PANES, id="help-panes")
             yield Static(full_legend(), id="help-legend")
+        yield dialog_footer()
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_guide(self) -> None:
+        self.dismiss("guide")

@@ -15,6 +15,7 @@ from textual.widgets import Button, Input, Static
 
 from ..describe import error_message
 from ..parsing import parse_int
+from .form import FormInput, dialog_footer
 
 # Called with the token count; returns the removed tokens or raises ValueError/KeyError.
 Rollback = Callable[[int], list[int]]
@@ -23,7 +24,7 @@ Rollback = Callable[[int], list[int]]
 class RollbackScreen(ModalScreen[list[int] | None]):
     """Dismisses with the removed tokens, or None when cancelled."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
     def __init__(self, request_id: str, generated: int, rollback: Rollback) -> None:
         super().__init__()
@@ -38,11 +39,12 @@ class RollbackScreen(ModalScreen[list[int] | None]):
                 f"Remove how many generated tokens? It has {self._generated}; "
                 "larger counts stop at zero."
             )
-            yield Input(value="1", id="count", compact=True)
+            yield FormInput(value="1", id="count", compact=True)
             yield Static("", id="form-error", classes="form-error")
             with Horizontal(classes="buttons"):
                 yield Button("Roll back", variant="warning", id="rollback", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
+        yield dialog_footer()
 
     def on_mount(self) -> None:
         count = self.query_one("#count", Input)
