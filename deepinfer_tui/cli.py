@@ -35,7 +35,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from engine import EngineConfig, TinyModel, greedy_generate
+from engine import EngineConfig, TinyModel, check_request_id, greedy_generate
 
 from . import __version__
 from .describe import describe, error_message, format_tokens, plural
@@ -441,8 +441,11 @@ def _read_requests(path: str) -> list[dict[str, Any]]:
             value = item.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise UsageError(f"{where}: {key} must be a whole number, got {value!r}")
-        if "id" in item and (not isinstance(item["id"], str) or not item["id"].strip()):
-            raise UsageError(f"{where}: id must be a non-empty string, got {item['id']!r}")
+        if "id" in item:
+            try:
+                check_request_id(item["id"])  # the engine's own rule, before any request runs
+            except ValueError as error:
+                raise UsageError(f"{where}: {error}") from None
         requests.append({"where": where, **item})
     return requests
 

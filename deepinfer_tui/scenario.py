@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from engine import Engine, EngineConfig, TinyModel, make_draft
+from engine import Engine, EngineConfig, TinyModel, check_request_id, make_draft
 
 from .jsonfile import read_json
 from .parsing import eos_problem
@@ -251,8 +251,11 @@ def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
         if "prompt" not in submit:
             raise fail(f"{where}.submit", "needs a prompt (a list of token ids)")
         named = submit.get("id")
-        if named is not None and (not isinstance(named, str) or not named.strip()):
-            raise fail(f"{where}.submit.id", f"must be a non-empty string, got {named!r}")
+        if named is not None:
+            try:
+                check_request_id(named)  # the engine's own rule, refused at load time
+            except ValueError as error:
+                raise fail(f"{where}.submit.id", str(error)) from None
         max_tokens = submit.get("max_tokens", 8)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise fail(

@@ -268,6 +268,7 @@ def test_bad_input_is_one_line_and_status_2(
         ('[{"prompt": [1], "colour": 3}]', "unknown field(s) colour"),
         ('[{"max_tokens": 3}]', "needs a prompt"),
         ('[{"prompt": [1], "id": "a"}, {"prompt": [2], "id": "a"}]', "used twice"),
+        ('[{"prompt": [1], "id": "x\\u0007y"}]', "request 1: request_id 'x\\x07y' contains U+0007"),
     ],
 )
 def test_malformed_request_files(
@@ -408,6 +409,11 @@ def test_guide_lists_and_prints_chapters(capsys: pytest.CaptureFixture[str]) -> 
             "events[0].submit.eos_id: the EOS token id must be in [0, 32), got 999",
         ),
         ('{"events": [{"tick": 0, "submit": {"prompt": [1], "eos_id": true}}]}', "got True"),
+        (
+            '{"events": [{"tick": 0, "submit": {"id": "a\\u0000b", "prompt": [1]}}]}',
+            "events[0].submit.id: request_id 'a\\x00b' contains U+0000",
+        ),
+        ('{"events": [{"tick": 0, "submit": {"id": "' + "x" * 65 + '", "prompt": [1]}}]}', "65"),
     ],
 )
 def test_malformed_scenario_names_the_file(
