@@ -10,6 +10,7 @@ from textual.command import CommandList, CommandPalette
 from textual.content import Content
 from textual.widgets import Input
 
+from deepinfer_tui import tour
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
@@ -122,6 +123,59 @@ async def test_ctrl_s_saves_the_screen_with_a_dialog_open(
         assert isinstance(app.screen, dialog)  # still open, its fields as they were
         assert {field.id: field.value for field in app.screen.query(Input)} == fields
         assert messages(app) == [f"Screenshot saved: {written}"]
+
+
+# -- 4. undo discards what was done since the round ---------------------------------------------
+
+
+async def test_undo_names_a_submission_it_discards() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space", "a", *"7,7,7", "enter")
+        (added,) = [r["id"] for r in app.session.snapshot()["requests"] if r["prompt"] == [7] * 3]
+        assert app.selected_id == added
+        await pilot.press("u")
+        assert app.engine.tick == 1 and added not in request_ids(app)
+        (said,) = messages(app)
+        assert said.startswith("Undid round 2 ")
+        assert f"{added}'s submission" in said
+
+
+async def test_undo_names_rollbacks_cancels_and_clock_moves_it_discards() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space", "b", "t")
+        await tour.select(pilot, "request-2")
+        await pilot.press("c", "u")
+        said = messages(app)[-1]
+        assert "round 2" in said
+        for done in ("rolling request-1 back 1 token", "the clock move", "cancelling request-2"):
+            assert done in said, said
+        assert said.index("rolling") < said.index("clock") < said.index("cancelling")
+
+
+async def test_undo_of_a_bare_round_adds_no_notice_and_earlier_work_is_found_past_undos() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "u")
+        assert app.engine.tick == 0 and messages(app) == []
+        # Round 2 came after the rollback, so undoing it alone discards nothing else; a second
+        # undo takes round 1 and the rollback done after it.
+        await pilot.press("space", "space", "b", "space", "u")
+        assert messages(app) == []
+        await pilot.press("u")
+        assert app.engine.tick == 1
+        (said,) = messages(app)
+        assert "round 2" in said and "rolling request-1 back 1 token" in said
+
+
+async def test_the_help_says_undo_discards_what_came_after_the_round() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        keys = str(app.screen.query_one("#help-keys").content)
+        (line,) = [line for line in keys.splitlines() if line.split()[:1] == ["u"]]
+        assert "anything done since it" in line
 
 
 # -- 5. dialog footers --------------------------------------------------------------------------
