@@ -227,7 +227,10 @@ def check_block_invariants(engine: Engine) -> dict[str, Any]:
     cache_held: set[int] = set()
     for entry in snapshot["cache"]:
         assert len(entry["blocks"]) == -(-len(entry["tokens"]) // size), entry
-        assert entry["state"] in ("hot", "warm")
+        # The state follows the clock; an expired entry holds its blocks until the next round.
+        now = snapshot["clock"]
+        live = "hot" if now < entry["hot_until"] else "warm"
+        assert entry["state"] == ("expired" if now >= entry["warm_until"] else live), entry
         holders.update(entry["blocks"])
         cache_held.update(entry["blocks"])
         for position, token in enumerate(entry["tokens"]):
