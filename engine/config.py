@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -77,15 +78,16 @@ class EngineConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EngineConfig:
+    def from_dict(cls, data: Mapping[str, Any]) -> EngineConfig:
+        if not isinstance(data, Mapping):
+            raise ValueError(
+                f"config must be a mapping of EngineConfig fields, got {type(data).__name__}"
+            )
         known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
+        unknown = sorted(map(str, set(data) - known))  # str: a key may be any hashable
         if unknown:
             raise ValueError(f"unknown config field(s): {', '.join(unknown)}")
-        values = dict(data)
-        if values.get("cost_curve") is not None:
-            values["cost_curve"] = tuple(tuple(p) for p in values["cost_curve"])
-        return cls(**values)
+        return cls(**data)  # __post_init__ validates every field (a cost curve's points too)
 
 
 @dataclass(frozen=True)

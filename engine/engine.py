@@ -273,15 +273,7 @@ class Engine:
         tokens = self.target.check_tokens(prompt, "prompt")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
-        if eos_id is not None and (
-            isinstance(eos_id, bool)
-            or not isinstance(eos_id, int)
-            or not 0 <= eos_id < self.target.vocab_size
-        ):
-            raise ValueError(
-                f"eos_id must be None or a token id in [0, {self.target.vocab_size}), "
-                f"got {eos_id!r}"
-            )
+        self.target.check_eos_id(eos_id)
         if request_id is None:
             number = len(self.requests) + 1
             while f"request-{number}" in self.requests:
@@ -1131,18 +1123,21 @@ class Engine:
         failure finishes only its own request. Also returns every output's rows as one array
         when all items succeeded (None otherwise)."""
         flat = None
-        try:
-            result = model.forward_rows(items, context)
-            outputs: list[Rows | Exception] = list(result)
-            flat = getattr(result, "flat", None)
-        except Exception:
-            self._reset_work_buffers()
-            outputs = []
-            for item in items:
-                try:
-                    outputs.extend(model.forward_rows([item]))
-                except Exception as error:
-                    outputs.append(error)
+        # Overflow and invalid values are found below and fail only their requests: NumPy must
+        # not warn about them on stderr (the engine never prints) nor raise under np.seterr.
+        with np.errstate(all="ignore"):
+            try:
+                result = model.forward_rows(items, context)
+                outputs: list[Rows | Exception] = list(result)
+                flat = getattr(result, "flat", None)
+            except Exception:
+                self._reset_work_buffers()
+                outputs = []
+                for item in items:
+                    try:
+                        outputs.extend(model.forward_rows([item]))
+                    except Exception as error:
+                        outputs.append(error)
         if flat is None:
             computed = [out.data for out in outputs if isinstance(out, Rows)]
             if len(computed) == len(outputs) and computed:

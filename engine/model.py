@@ -309,6 +309,18 @@ class TinyModel:
                 )
         return tuple(int(t) for t in values)
 
+    def check_eos_id(self, eos_id: object) -> int | None:
+        """`eos_id` if it is None or a token id of this vocabulary; else a ValueError."""
+        if eos_id is not None and (
+            isinstance(eos_id, bool)
+            or not isinstance(eos_id, int)
+            or not 0 <= eos_id < self.vocab_size
+        ):
+            raise ValueError(
+                f"eos_id must be None or a token id in [0, {self.vocab_size}), got {eos_id!r}"
+            )
+        return eos_id
+
     def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
         angles = positions[..., None] * self.weights.frequency
         return self.weights.embedding[tokens] + POSITION_SCALE * np.sin(angles)
@@ -1063,7 +1075,17 @@ def make_draft(
     )
     rng = np.random.default_rng(seed)
     source = target.weights
-    head = source.head + noise * float(np.std(source.head)) * rng.standard_normal(source.head.shape)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
+        head = source.head + noise * float(np.std(source.head)) * rng.standard_normal(
+            source.head.shape
+        )
+        # A logit is a dot product of a unit-RMS row (L2 norm <= sqrt(width)) with a column
+        # of the head; twice the bound must be finite too, as softmax subtracts logits.
+        bound = 2.0 * math.sqrt(target.width) * np.abs(head).sum(axis=0).max()
+    if not np.isfinite(bound):
+        raise ValueError(
+            f"noise {noise!r} is too large: the draft's perturbed head could give non-finite logits"
+        )
     draft.weights = Weights(
         embedding=source.embedding,
         encoder=source.encoder,

@@ -22,6 +22,7 @@ def greedy_generate(
     sequence = list(model.check_tokens(prompt, "prompt"))
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
         raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
+    model.check_eos_id(eos_id)  # as Engine.submit checks it: the two must agree on what runs
     emitted: list[int] = []
     rows = model.full_forward(tuple(sequence))
     for _ in range(max_tokens):

@@ -3,6 +3,10 @@ entries in the snapshot, request ids that would garble a screen, values that ove
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
+
+import numpy as np
 import pytest
 from engine_helpers import (
     ManualClock,
@@ -144,3 +148,33 @@ def test_a_one_position_restore_says_position() -> None:
     assert (warm["cache"], warm["reused_positions"]) == ("warm", 1)
     assert "over 1 position," in hot["reason"]
     assert "prefix of 1 position alive" in warm["reason"]
+
+
+# -- overflow inside a forward ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("numpy_errors", ["warn", "raise"])  # NumPy's default, and strict
+def test_an_overflowing_forward_fails_its_request_without_a_word_on_stderr(
+    numpy_errors: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    errors = dict.fromkeys(("over", "invalid", "divide"), numpy_errors)
+    target = TinyModel(seed=5)
+    draft = make_draft(target, seed=6)
+    # A head make_draft would refuse, set directly: entries of +-1e308 make some logit of
+    # every row (a sum of 16 terms of RMS 1e308) overflow.
+    head = 1e308 * np.sign(draft.weights.head)
+    draft.weights = dataclasses.replace(draft.weights, head=head)
+    engine = Engine(target, draft, clock=ManualClock())
+    rid = engine.submit([1, 2, 3], max_tokens=4)
+    with warnings.catch_warnings(record=True) as caught, np.errstate(**errors):
+        warnings.simplefilter("always")
+        results = engine.run(raise_on_error=False)
+    assert [w.message for w in caught] == []
+    assert capfd.readouterr() == ("", "")
+    assert [(r.request_id, r.finish_reason) for r in results] == [(rid, "error")]
+    assert "non-finite" in (results[0].error or "")
+    # A healthy engine on the same target is unaffected (and exact).
+    healthy = Engine(target, make_draft(target, seed=6), clock=ManualClock())
+    other = healthy.submit([1, 2, 3], max_tokens=4)
+    drain(healthy)
+    check_against_oracle(healthy, other)

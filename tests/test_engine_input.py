@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any
 
 import numpy as np
@@ -234,6 +235,29 @@ def test_config_is_frozen_and_round_trips() -> None:
         EngineConfig.from_dict({**config.to_dict(), "bogus": 1})
 
 
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (None, "mapping.*NoneType"),
+        ([("block_size", 4)], "mapping.*list"),
+        ("block_size=4", "mapping.*str"),
+        ({"cost_curve": [1, 2]}, "cost_curve"),
+        ({"cost_curve": 5}, "cost_curve"),
+        ({"cost_curve": [[1, 2, 3]]}, "cost_curve"),
+        ({1: 2, "bogus": 3}, "unknown config field.*1, bogus"),
+        ({"block_size": "4"}, "block_size"),
+    ],
+)
+def test_config_from_dict_refuses_bad_data_with_value_error(data: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        EngineConfig.from_dict(data)  # type: ignore[arg-type]
+
+
+def test_config_from_dict_reads_a_cost_curve_of_lists() -> None:
+    config = EngineConfig.from_dict({"max_batch_tokens": 4, "cost_curve": [[1, 1], [4, 2.5]]})
+    assert config.cost_curve == ((1, 1.0), (4, 2.5))
+
+
 def test_bounded_recovery_must_keep_the_local_window() -> None:
     with pytest.raises(ValueError, match="keep"):
         Engine(TinyModel(window=4), config=EngineConfig(recovery_mode="mask", keep=2))
@@ -294,6 +318,8 @@ def test_tiny_model_rejects_bad_settings(kwargs: dict[str, Any], match: str) -> 
         (dict(depth=0), "depth"),
         (dict(noise=-0.1), "noise"),
         (dict(noise=math.nan), "noise"),
+        (dict(noise=1e308), "noise 1e\\+308 is too large"),  # its logits overflow
+        (dict(noise=sys.float_info.max), "too large"),  # its head itself overflows
     ],
 )
 def test_make_draft_rejects_bad_settings(kwargs: dict[str, Any], match: str) -> None:
@@ -309,6 +335,25 @@ def test_oracle_rejects_bad_input() -> None:
         greedy_generate(model, [1], max_tokens=-1)
     with pytest.raises(ValueError, match="vocabulary"):
         greedy_generate(model, [40], max_tokens=1)
+
+
+@pytest.mark.parametrize("eos_id", [-1, 32, 99, True, 1.0, "1"])
+def test_oracle_and_engine_refuse_the_same_eos_ids(eos_id: object) -> None:
+    model = TinyModel()  # vocabulary 32
+    engine = Engine(model, clock=ManualClock())
+    with pytest.raises(ValueError, match="eos_id") as oracle_error:
+        greedy_generate(model, [1], max_tokens=2, eos_id=eos_id)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="eos_id") as engine_error:
+        engine.submit([1], max_tokens=2, eos_id=eos_id)  # type: ignore[arg-type]
+    assert str(oracle_error.value) == str(engine_error.value)
+
+
+def test_a_huge_but_finite_draft_noise_is_only_a_poor_draft() -> None:
+    target = TinyModel(seed=5)
+    engine = Engine(target, make_draft(target, noise=1e300, seed=6), clock=ManualClock())
+    rid = engine.submit([1, 2, 3], max_tokens=6)
+    drain(engine)
+    assert check_against_oracle(engine, rid).finish_reason == "length"
 
 
 def test_state_comparison_refuses_different_sequences() -> None:
