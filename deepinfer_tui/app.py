@@ -429,13 +429,23 @@ class DebuggerApp(App[None]):
         if not actions or any(self._availability(action) for action in actions):
             return
         mine = [action for action in actions if self._in_this_mode(action)]
-        if mine:
-            reason = self._blocker(mine[0]) or "not available right now"
-        elif self.replay is not None:
-            reason = "a saved trace is read-only: this key acts in a live session"
-        else:
-            reason = "this key steps through a saved trace"
-        self.notify(reason, title="Not now", severity="warning", timeout=3)
+        self._refuse(mine[0] if mine else actions[0])
+
+    def refusal(self, action: str) -> str:
+        """Why `action` cannot act now, in the user's words: a key and its palette entry
+        give the same reason."""
+        if action in DEBUGGER_ACTIONS - OVER_ANY_SCREEN and self._covered():
+            top = next(s for s in reversed(self.screen_stack) if not isinstance(s, CommandPalette))
+            shown = {"GuideScreen": "the guide", "HelpScreen": "the help"}
+            return f"close {shown.get(type(top).__name__, 'the dialog')} first"
+        if self._in_this_mode(action):
+            return self._blocker(action) or "not available right now"
+        if self.replay is not None:
+            return "a saved trace is read-only: this key acts in a live session"
+        return "this key steps through a saved trace"
+
+    def _refuse(self, action: str) -> None:
+        self.notify(self.refusal(action), title="Not now", severity="warning", timeout=3)
 
     def _blocker(self, action: str) -> str | None:
         """Why an action of this mode cannot act now (None: it can). The footer dims the keys
@@ -742,4 +752,4 @@ class DebuggerApp(App[None]):
 
     async def _run_palette_action(self, action: str) -> None:
         if not await self.run_action(action):
-            self.notify(f"'{action}' cannot act right now", severity="warning")
+            self._refuse(action)

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from textual.await_complete import AwaitComplete
 from textual.command import CommandPalette, DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
 
 
 @dataclass(frozen=True)
@@ -51,16 +52,28 @@ class DebuggerCommands(Provider):
             entries.append((text, entry.detail, partial(host.run_palette_action, entry.action)))
         return entries
 
+    # The palette reads a string hit as markup, which ate keys like [b] and [space n] as tags:
+    # each hit's text is plain Content instead.
     async def discover(self) -> Hits:
         for text, detail, run in self._entries():
-            yield DiscoveryHit(text, run, help=detail)
+            yield DiscoveryHit(Content(text), run, text=text, help=_literal(detail))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for text, detail, run in self._entries():
             score = max(matcher.match(text), matcher.match(detail) * 0.5)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), run, help=detail)
+                shown = Content(text)
+                _, offsets = matcher.fuzzy_search.match(matcher.query, text)
+                for offset in (o for o in offsets if not text[o].isspace()):
+                    shown = shown.stylize(matcher.match_style, offset, offset + 1)
+                yield Hit(score, shown, run, text=text, help=_literal(detail))
+
+
+def _literal(text: str) -> str:
+    """`text` as markup that shows it unchanged (the help line is read as markup; Textual's
+    escape() leaves tags such as [B] alone)."""
+    return text.replace("[", "\\[")
 
 
 class ClosingOncePalette(CommandPalette):

@@ -76,6 +76,67 @@ def footer_keys(app: DebuggerApp) -> list[tuple[str, str]]:
     ]
 
 
+# -- 1. the command palette ---------------------------------------------------------------------
+
+
+async def test_every_palette_entry_shows_its_keys() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        prompts = palette_prompts(app)
+        expected = {
+            "Run one engine round": "[space n]",
+            "Cancel the selected request": "[c]",
+            "Roll the selected request back 1 token": "[b]",
+            "Roll the selected request back N tokens (asks N)": "[B]",
+            "Undo the last round and anything done since it": "[u]",
+            "Add a request (asks tokens)": "[a]",
+            "Save this screen as an SVG": "[ctrl+s]",
+            "Keys, panes and legend": "[? f1]",
+        }
+        for title, keys in expected.items():
+            (prompt,) = [p for p in prompts if p.startswith(title)]
+            assert prompt.startswith(f"{title} {keys}"), prompt
+        # A typed search highlights the hits and still shows the keys.
+        await pilot.press(*"cancel")
+        await pilot.pause(0.3)
+        assert highlighted_prompt(app) == "Cancel the selected request [c]"
+
+
+async def test_a_refusal_from_the_palette_gives_the_keys_reason() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await run_from_palette(pilot, app, "Roll the selected request back 1", "b")
+        assert messages(app)[-1] == NO_TOKENS
+        assert not any("rollback" in m or "cannot act" in m for m in messages(app))
+        await pilot.press("b")  # the key: the same words
+        assert messages(app)[-1] == NO_TOKENS
+        assert app.session.operations == []
+
+
+async def test_the_palette_says_why_auto_run_cannot_start_once_the_scenario_is_over() -> None:
+    session = Session(default_scenario())
+    session.run()
+    app = DebuggerApp(session)
+    async with app.run_test(size=SIZE) as pilot:
+        await run_from_palette(pilot, app, "Run / pause auto", "r")
+        assert not app.auto_running
+        assert messages(app) == [NOTHING_TO_STEP]
+        await pilot.press("r")
+        assert messages(app)[-1] == NOTHING_TO_STEP  # the key's reason is the palette's
+
+
+async def test_a_debugger_action_from_the_palette_over_a_dialog_says_to_close_it() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a")
+        await run_from_palette(pilot, app, "Run one engine", "space n")
+        assert isinstance(app.screen, AddRequestScreen)
+        assert app.engine.tick == 0
+        assert messages(app) == ["close the dialog first"]
+
+
 # -- 2. the help's `g` and ctrl+s over other screens --------------------------------------------
 
 
