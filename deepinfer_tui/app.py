@@ -606,6 +606,13 @@ class DebuggerApp(App[None]):
         if not self._session.can_step() or self._auto_steps >= self.AUTO_RUN_LIMIT:
             self._stop_auto_run()
             self.refresh_view()
+            if self._session.can_step():  # the limit, not the end: say so, or it looks done
+                self.notify(
+                    f"Auto-run paused after {self.AUTO_RUN_LIMIT} rounds, its limit per run; "
+                    "press r to run on",
+                    title="Auto-run paused",
+                    timeout=10,
+                )
             return
         self._auto_steps += 1
         if not self._mutate(self._session.step):

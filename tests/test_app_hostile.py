@@ -186,6 +186,44 @@ async def test_ctrl_s_saves_the_screen_with_a_dialog_open(
         assert messages(app) == [f"Screenshot saved: {written}"]
 
 
+# -- 3. auto-run's round limit ------------------------------------------------------------------
+
+
+async def test_auto_run_says_why_it_stopped_at_its_round_limit() -> None:
+    app = make_app()
+    app.AUTO_RUN_INTERVAL = 0.01
+    app.AUTO_RUN_LIMIT = 3
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        for _ in range(200):
+            if not app.auto_running:
+                break
+            await pilot.pause(0.02)
+        assert not app.auto_running
+        assert app.engine.tick == 3 and app.session.can_step()  # stopped by the limit
+        (said,) = messages(app)
+        assert "after 3 rounds" in said and "press r" in said
+        await pilot.press("r")  # and r does run on
+        for _ in range(100):
+            if app.engine.tick > 3:
+                break
+            await pilot.pause(0.02)
+        assert app.engine.tick > 3
+
+
+async def test_auto_run_reaching_the_end_of_the_scenario_does_not_speak_of_a_limit() -> None:
+    app = make_app()
+    app.AUTO_RUN_INTERVAL = 0.01
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        for _ in range(300):
+            if not app.auto_running:
+                break
+            await pilot.pause(0.02)
+        assert app.session.finished
+        assert not any("limit" in m for m in messages(app))
+
+
 # -- 4. undo discards what was done since the round ---------------------------------------------
 
 
