@@ -16,7 +16,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Grid
-from textual.notifications import SeverityLevel
+from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable
@@ -413,6 +413,17 @@ class DebuggerApp(App[None]):
     ) -> None:
         # Messages carry request ids, scenario names, paths and errors: plain text by default.
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def on_notify(self, event: Notify) -> None:
+        """A notification already on screen is replaced, not stacked: a blocked key pressed
+        30 times showed 30 toasts over half the screen. Runs before App adds the new one.
+
+        Textual has no public way to withdraw one notification, hence its private helpers."""
+        new = event.notification
+        for shown in list(self._notifications):
+            same = (shown.message, shown.title, shown.severity, shown.markup)
+            if same == (new.message, new.title, new.severity, new.markup):
+                self._unnotify(shown, refresh=False)
 
     def on_key(self, event: events.Key) -> None:
         """A debugger key that cannot act now says why (its binding is dimmed or hidden, and

@@ -300,6 +300,25 @@ async def test_the_helps_footer_shows_close_and_guide() -> None:
         assert footer_keys(app) == [("escape", "close"), ("g", "guide")]
 
 
+# -- 6. identical notifications -----------------------------------------------------------------
+
+
+async def test_a_blocked_key_pressed_thirty_times_shows_one_toast() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.press(*["u"] * 30)
+        await pilot.pause(0.2)
+        assert messages(app) == ["nothing to undo"]
+        assert len(app.screen.query("Toast")) == 1
+        await pilot.press("b")  # a different message is a second toast
+        await pilot.pause(0.2)
+        assert messages(app) == ["nothing to undo", NO_TOKENS]
+        assert len(app.screen.query("Toast")) == 2
+        await pilot.press("u")  # the same again: moved to the newest, still one of it
+        await pilot.pause(0.2)
+        assert messages(app) == [NO_TOKENS, "nothing to undo"]
+
+
 # -- 7. the footer's palette key follows the width ----------------------------------------------
 
 
