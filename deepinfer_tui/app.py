@@ -33,6 +33,7 @@ from .screens.rollback import RollbackScreen
 from .session import Session
 from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTable, StatusBar
 from .widgets.footer import KeyFooter
+from .widgets.status import DescriptionLine
 from .widgets.view import View
 
 # A keypress at 64 active requests allocates tens of thousands of short-lived objects (the
@@ -274,6 +275,7 @@ class DebuggerApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
+        yield DescriptionLine(self._session.scenario.description, id="description")
         with Grid(id="panes"):
             yield RequestTable(id="requests")
             yield BlockMap(id="blocks")

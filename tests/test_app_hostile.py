@@ -12,12 +12,13 @@ from textual.widgets import Input
 
 from deepinfer_tui import tour
 from deepinfer_tui.app import DebuggerApp
-from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.screens.guide import GuideScreen
 from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
+from deepinfer_tui.widgets.status import DescriptionLine
 
 SIZE = (120, 40)
 NO_TOKENS = "request-1 has no generated tokens to roll back"
@@ -337,3 +338,56 @@ async def test_the_palette_key_follows_resizes() -> None:
         assert not await palette_shown(100)
         assert await palette_shown(110)
         assert not await palette_shown(109)
+
+
+# -- 8. the scenario's description ----------------------------------------------------------------
+
+
+def described_app(description: str) -> DebuggerApp:
+    scenario = parse_scenario(
+        {
+            "name": "two-users",
+            "description": description,
+            "events": [{"tick": 0, "submit": {"prompt": [1, 2, 3], "max_tokens": 3}}],
+        }
+    )
+    return DebuggerApp(Session(scenario))
+
+
+async def test_the_description_shows_under_the_header() -> None:
+    app = described_app("two users [b]share[/b] a prefix")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        line = app.query_one(DescriptionLine)
+        status = app.query_one("#status")
+        assert line.region.y == status.region.bottom and line.region.height == 1
+        assert line.render_line(0).text.strip() == "two users [b]share[/b] a prefix"
+
+
+async def test_a_long_description_ends_in_an_ellipsis_at_80_columns() -> None:
+    words = " ".join(f"word{n}" for n in range(40))
+    app = described_app(words)
+    async with app.run_test(size=(80, 40)) as pilot:
+        await pilot.pause()
+        line = app.query_one(DescriptionLine)
+        drawn = line.render_line(0).text
+        assert len(drawn) == 80 and line.region.height == 1
+        assert drawn.rstrip().endswith("…")
+        # The words in order, the last one possibly cut where the ellipsis starts.
+        *whole, cut = drawn.rstrip().removesuffix("…").split()
+        assert len(whole) > 5 and whole == words.split()[: len(whole)]
+        assert words.split()[len(whole)].startswith(cut)
+
+
+@pytest.mark.parametrize(("description", "size"), [("", SIZE), ("two users", (80, 24))])
+async def test_the_description_line_is_not_drawn_when_empty_or_short(
+    description: str, size: tuple[int, int]
+) -> None:
+    app = described_app(description)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        line = app.query_one(DescriptionLine)
+        assert not line.region.height
+        status = app.query_one("#status")
+        assert app.query_one("#panes").region.y == status.region.bottom
+        assert "two users" not in str(status.content)

@@ -133,3 +133,14 @@ def render_status(view: View, committed: Sequence[int]) -> Text:
     if view.replay is not None and view.replay.divergence:
         text.append(f"\n ⚠ diverged: {view.replay.divergence}", style="bold red")
     return text
+
+
+class DescriptionLine(Static):
+    """The scenario's description, one line under the header (cut with an ellipsis when long);
+    hidden when there is none."""
+
+    def __init__(self, description: str, **kwargs: Any) -> None:
+        line = " ".join(description.split())  # one line, whatever the file's line breaks
+        super().__init__(Text(f" {line}"), **kwargs)  # cut to the width by the stylesheet
+        if not line:  # only then: an inline display would override the stylesheet's
+            self.display = False
