@@ -10,6 +10,10 @@ from typing import Any
 from .draft import validate_cost_curve
 from .model import RECOVERY_MODES
 
+# Positions one pool may hold: far beyond any use here (at width 32 a position's target rows
+# take 3.3 KB, so this many would need 55 GB).
+MAX_POOL_POSITIONS = 2**24
+
 
 def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -52,6 +56,13 @@ class EngineConfig:
         ):
             _check_int(name, getattr(self, name), 1)
         _check_int("undo_depth", self.undo_depth, 0)
+        if self.num_blocks * self.block_size > MAX_POOL_POSITIONS:
+            # Named here: NumPy would fail later with "Maximum allowed dimension exceeded" or
+            # an allocation error that names neither setting.
+            raise ValueError(
+                f"num_blocks x block_size = {self.num_blocks} x {self.block_size} positions is "
+                f"more than a pool may hold ({MAX_POOL_POSITIONS})"
+            )
         if self.draft_context is not None:
             _check_int("draft_context", self.draft_context, 1)
         for name in ("state_ttl", "prefix_ttl"):

@@ -9,6 +9,7 @@ to rewind), never silently reused.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -90,12 +91,35 @@ class PoolCounts:
     retained: int  # refcount 0, kept for undo history
 
 
+def _physical_memory() -> int | None:
+    """Bytes of memory this machine has, where the system says (POSIX); else None."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_memory(models: dict[str, TinyModel], slots: int) -> None:
+    """Refuse a pool larger than the machine's memory. The stores are written through when
+    made, so with overcommitted memory such a pool is not a MemoryError but a process the
+    system kills."""
+    needed = 8 * slots * sum(model.layout.size for model in models.values())
+    memory = _physical_memory()
+    if memory is not None and needed > memory:
+        raise ValueError(
+            f"a pool of {slots} positions needs {needed / 2**30:.1f} GiB for its rows, more "
+            f"than this machine's {memory / 2**30:.1f} GiB of memory: lower num_blocks or "
+            "block_size"
+        )
+
+
 class BlockPool:
     """Fixed pool of blocks with refcounts, lowest-id-first allocation and copy-on-write."""
 
     def __init__(self, models: dict[str, TinyModel], *, num_blocks: int, block_size: int) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
+        _check_memory(models, num_blocks * block_size)
         self.stores = {role: ModelStore(m, num_blocks * block_size) for role, m in models.items()}
         self.refcount = np.zeros(num_blocks, dtype=np.int64)
         self.free = np.ones(num_blocks, dtype=bool)

@@ -167,6 +167,16 @@ def test_config_rejects_non_positive_or_non_integer_sizes(field: str, value: obj
         EngineConfig(**{field: value})
 
 
+@pytest.mark.parametrize(
+    "sizes",
+    [{"num_blocks": 10**40}, {"block_size": 10**9}, {"num_blocks": 2**20, "block_size": 32}],
+)
+def test_config_names_a_pool_too_big_to_hold(sizes: dict[str, int]) -> None:
+    with pytest.raises(ValueError, match=r"num_blocks x block_size .* more than a pool may hold"):
+        EngineConfig(**sizes)
+    EngineConfig(num_blocks=2**20, block_size=16)  # 2**24 positions: the bound itself is fine
+
+
 @pytest.mark.parametrize("value", [-1, True, 1.5, "2", None])
 def test_config_rejects_bad_undo_depth(value: object) -> None:
     with pytest.raises(ValueError, match="undo_depth"):
@@ -369,3 +379,22 @@ def test_generated_ids_never_collide_with_chosen_ones() -> None:
     engine.submit([1], max_tokens=1, request_id="request-2")
     generated = [engine.submit([1], max_tokens=1) for _ in range(3)]
     assert "request-2" not in generated and len(set(generated)) == 3
+
+
+def test_a_pool_larger_than_the_machine_is_refused_before_it_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stores are written through when made: on a system that overcommits memory, a pool
+    too big for it would get the process killed rather than raise."""
+    import engine.kv as kv
+
+    model = TinyModel(vocab_size=32, width=8, depth=1, window=4, seed=1)
+    config = EngineConfig(num_blocks=64, block_size=16)
+    needed = 8 * 64 * 16 * model.layout.size
+    monkeypatch.setattr(kv, "_physical_memory", lambda: needed - 1)
+    with pytest.raises(ValueError, match=r"a pool of 1024 positions needs .* lower num_blocks"):
+        Engine(model, config=config)
+    monkeypatch.setattr(kv, "_physical_memory", lambda: needed)
+    Engine(model, config=config)  # exactly fits
+    monkeypatch.setattr(kv, "_physical_memory", lambda: None)  # the system does not say
+    Engine(model, config=config)
