@@ -187,6 +187,19 @@ async def test_ctrl_s_saves_the_screen_with_a_dialog_open(
         assert messages(app) == [f"Screenshot saved: {written}"]
 
 
+async def test_the_rollback_dialog_title_shows_an_id_that_looks_like_markup() -> None:
+    scenario = parse_scenario(
+        {"events": [{"tick": 0, "submit": {"id": "[B]x", "prompt": [1, 2], "max_tokens": 3}}]}
+    )
+    app = DebuggerApp(Session(scenario))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "B")
+        assert isinstance(app.screen, RollbackScreen)
+        await pilot.pause()
+        drawn = app.export_screenshot().replace("&#160;", " ")
+        assert "Roll back [B]x" in drawn
+
+
 # -- 3. auto-run's round limit ------------------------------------------------------------------
 
 

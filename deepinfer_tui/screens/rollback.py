@@ -9,7 +9,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
-from textual.markup import escape
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
@@ -34,7 +34,8 @@ class RollbackScreen(ModalScreen[list[int] | None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="form", classes="dialog") as form:
-            form.border_title = f"Roll back {escape(self._request_id)}"  # titles are markup
+            # Plain Content: a title string is markup, and escape() misses tags such as [B].
+            form.border_title = Content(f"Roll back {self._request_id}")
             yield Static(
                 f"Remove how many generated tokens? It has {self._generated}; "
                 "larger counts stop at zero."
