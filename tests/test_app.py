@@ -13,7 +13,6 @@ from rich.segment import Segment
 from textual import events
 from textual.app import App, ComposeResult
 from textual.command import CommandPalette
-from textual.content import Content
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input
@@ -924,19 +923,23 @@ async def test_brackets_in_a_request_id_show_as_text(tmp_path: Path) -> None:
     scenario = parse_scenario(
         {
             "name": "[/]odd",
-            "events": [{"tick": 0, "submit": {"id": "[/]x[b]", "prompt": [1, 2], "max_tokens": 3}}],
+            # Upper case too: Textual's escape() leaves tags such as [B] alone.
+            "events": [{"tick": 0, "submit": {"id": "[/]x[B]", "prompt": [1, 2], "max_tokens": 3}}],
         }
     )
     app = DebuggerApp(Session(scenario), export_dir=tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("space", "f", "e", "ctrl+s")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("space", "f")
+        await pilot.pause()
+        drawn = app.export_screenshot().replace("&#160;", " ")
+        for title in (
+            "KV blocks · [/]x[B]",
+            "Commit log · only [/]x[B] (f: all)",
+            "Draft tree · [/]x[B] · round 1",
+        ):
+            assert title in drawn
+        await pilot.press("e", "ctrl+s")
         await pilot.pause(0.5)
-
-        def title(widget: Any) -> str:  # as drawn: border titles are markup
-            return Content.from_markup(widget.border_title).plain
-
-        assert title(app.query_one(BlockMap)) == "KV blocks · [/]x[b]"
-        assert title(app.query_one(CommitLog)) == "Commit log · only [/]x[b] (f: all)"
         assert all(n.severity != "error" for n in app._notifications)
         assert len(list(tmp_path.iterdir())) == 6  # five export files and the screenshot
 

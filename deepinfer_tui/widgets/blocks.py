@@ -7,8 +7,8 @@ from typing import Any, ClassVar, NamedTuple
 
 from rich.text import Text
 from textual.cache import LRUCache
+from textual.content import Content
 from textual.geometry import Size
-from textual.markup import escape
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -184,12 +184,14 @@ class BlockMap(ScrollView, can_focus=True):
     def show(self, view: View, request_id: str | None) -> None:
         request = view.request(request_id)
         lines: tuple[Text, ...]
+        title: str | Content
         if request is None:
             lines = (Text("no request selected", style="italic"),)
             title = "KV blocks"
         else:
             lines = tuple(block_table_lines(request, view))
-            title = f"KV blocks · {escape(str(request['id']))}"  # titles are markup
+            # Plain Content: a title string is markup, and escape() misses tags such as [B].
+            title = Content(f"KV blocks · {request['id']}")
         if self.border_title != title:
             self.border_title = title
         header, glyphs = pool_header(view), pool_glyphs(view, request)

@@ -16,8 +16,8 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.content import Content
 from textual.geometry import Size
-from textual.markup import escape
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -123,7 +123,8 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
         if filter_id is None:
             self.border_title = f"Commit log · {plural(len(log), 'event')}"
         else:
-            self.border_title = f"Commit log · only {escape(filter_id)} (f: all)"  # markup
+            # Plain Content: a title string is markup, and escape() misses tags such as [B].
+            self.border_title = Content(f"Commit log · only {filter_id} (f: all)")
 
     def _common_prefix(self, log: Sequence[Event]) -> int:
         """How many of the considered events the new log still starts with (all it shares

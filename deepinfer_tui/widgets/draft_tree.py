@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
+from textual.content import Content
 from textual.geometry import Offset, Region, Size
-from textual.markup import escape
 from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
@@ -157,7 +157,8 @@ class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=
             self.root.set_label(Text("no request selected", style="italic"))
             self.border_title = "Draft tree"
             return
-        self.border_title = f"Draft tree · {escape(str(request['id']))}"  # titles are markup
+        # Plain Content: a title string is markup, and escape() misses tags such as [B].
+        self.border_title = Content(f"Draft tree · {request['id']}")
         if not tree:
             if view.snapshot.get("models", {}).get("draft") is None:
                 why = "greedy: no draft model"
@@ -168,7 +169,7 @@ class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=
             # The border title names the request: the label stays short enough for a narrow pane.
             self.root.set_label(Text(why, style="italic"))
             return
-        self.border_title = f"Draft tree · {escape(str(request['id']))} · round {tree['round']}"
+        self.border_title = Content(f"Draft tree · {request['id']} · round {tree['round']}")
         self._populate(request, tree, view.tick)
 
     def _populate(self, request: RequestView, tree: Mapping[str, Any], tick: int) -> None:
