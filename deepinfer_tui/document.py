@@ -42,6 +42,9 @@ def header(snapshot: dict[str, Any]) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
+    description = snapshot.get("session", {}).get("description")
+    if description:
+        grid.add_row("scenario", Text(description))  # a Text: a description is not markup
     grid.add_row("tick · clock", f"t{snapshot['tick']} · {snapshot['clock']:g}s")
     grid.add_row(
         "requests",

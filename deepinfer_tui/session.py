@@ -283,6 +283,7 @@ class Session:
         snapshot = self.engine.snapshot()
         snapshot["session"] = {
             "scenario": self.scenario.name,
+            "description": self.scenario.description,
             "pending_events": len(self.pending_events),
             "can_step": self.can_step(),
             "can_undo": self.can_undo(),

@@ -264,3 +264,14 @@ def test_brackets_in_names_and_ids_are_text_not_markup(tmp_path: Path) -> None:
     assert all(path.parent == tmp_path for path in paths)  # no path from the scenario name
     text = next(p for p in paths if p.suffix == ".txt").read_text(encoding="utf-8")
     assert "[/]x[bold]" in text and "[/]odd ../../name" in text
+
+
+def test_the_text_export_opens_with_the_scenario_description(
+    exported: tuple[Session, dict[str, Path]],
+) -> None:
+    session, files = exported
+    description = session.scenario.description
+    assert description
+    text = " ".join(files["txt"].read_text(encoding="utf-8").split())  # the grid wraps it
+    assert f"scenario {description}" in text
+    assert text.index(description) < text.index("tick · clock")
