@@ -694,7 +694,16 @@ class DebuggerApp(App[None]):
         if event.state == WorkerState.SUCCESS:
             paths = event.worker.result or []
             listing = "\n".join(str(p) for p in paths)
-            self.notify(f"Wrote {len(paths)} file(s):\n{listing}", title="Exported")
+            if self.replay is not None and self.replay.divergence:
+                # The files come from re-execution, which is not what the trace recorded.
+                self.notify(
+                    f"Wrote {len(paths)} file(s) of this build's re-execution, which differs "
+                    f"from the recorded trace (see the header):\n{listing}",
+                    title="Exported",
+                    severity="warning",
+                )
+            else:
+                self.notify(f"Wrote {len(paths)} file(s):\n{listing}", title="Exported")
         elif event.state == WorkerState.ERROR:
             error = event.worker.error
             reason = error_message(error) if error is not None else "unknown error"

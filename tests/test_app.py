@@ -744,6 +744,33 @@ async def test_guide_key_opens_the_guide_and_owns_the_keys() -> None:
         assert app.screen is app.screen_stack[0]
 
 
+@pytest.mark.parametrize("tampered", [False, True])
+async def test_exporting_a_diverged_trace_says_the_files_differ_from_it(
+    tmp_path: Path, tampered: bool
+) -> None:
+    from deepinfer_tui.replay import Replay, parse_trace, trace_data
+
+    recorded = Session(default_scenario())
+    for _ in range(2):
+        recorded.step()
+    data = trace_data(recorded)
+    if tampered:
+        commit = next(e for e in data["events"] if e["kind"] == "commit")
+        commit["tokens"] = [31, 31, 31]
+    replay = Replay(parse_trace(data))
+    app = DebuggerApp(replay.session, replay=replay, export_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("e")
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if any(n.title == "Exported" for n in app._notifications):
+                break
+        (exported,) = [n for n in app._notifications if n.title == "Exported"]
+        assert ("differs from the recorded trace" in exported.message) is tampered
+        assert (exported.severity == "warning") is tampered
+        assert len(list(tmp_path.iterdir())) == 5
+
+
 async def test_replay_is_read_only_and_steps_through_frames() -> None:
     from deepinfer_tui.replay import Replay, parse_trace, trace_data
 
