@@ -106,26 +106,6 @@ NARROW_BELOW = 110
 ENGINE_ERRORS = (ValueError, KeyError, RuntimeError)
 
 
-def operations_since_last_round(
-    operations: Sequence[Mapping[str, Any]],
-) -> list[tuple[int, Mapping[str, Any]]]:
-    """(index, operation) of each operation an undo discards along with the last round: those
-    recorded after the last round still in effect (an undone round took its own with it)."""
-    since: list[tuple[int, Mapping[str, Any]]] = []
-    undone = 0  # undone rounds the walk back has not passed yet
-    for index in range(len(operations) - 1, -1, -1):
-        kind = operations[index].get("op")
-        if kind == "undo":
-            undone += 1
-        elif kind == "step":
-            if not undone:
-                break
-            undone -= 1
-        elif not undone:
-            since.append((index, operations[index]))
-    return since[::-1]
-
-
 def _key_label(keys: str) -> str:
     names = {"question_mark": "?", "backspace": "⌫"}
     return " ".join(names.get(k.strip(), k.strip()) for k in keys.split(","))
@@ -237,7 +217,6 @@ class DebuggerApp(App[None]):
         self._auto_timer: Timer | None = None
         self._auto_steps = 0
         self._auto_shown_waiting: str | None = None  # what the header last said auto-run waits for
-        self._submitted: dict[int, str] = {}  # request id per add-request operation's index
         self._exporting = False
         self._quit_after_export = False
         self._palette_opened = self._palette_ran = 0  # palette openings; the last that ran
@@ -532,20 +511,20 @@ class DebuggerApp(App[None]):
 
     def action_undo(self) -> None:
         # The engine rewinds to before the last round: what was done since goes too, so say it.
-        discarded = operations_since_last_round(self._session.operations)
+        discarded = self._session.operations_undo_discards()
         undone_round = self.engine.tick
         if self._mutate(self._session.undo) and discarded:
-            what = ", ".join(self._describe_operation(i, op) for i, op in discarded)
+            what = ", ".join(self._describe_operation(op) for op in discarded)
             self.notify(
                 f"Undid round {undone_round} and what was done after it: {what}",
                 title="Undone",
                 timeout=8,
             )
 
-    def _describe_operation(self, index: int, operation: Mapping[str, Any]) -> str:
+    def _describe_operation(self, operation: Mapping[str, Any]) -> str:
         kind = operation.get("op")
         if kind == "submit":
-            return f"{self._submitted.get(index, 'a new request')}'s submission"
+            return f"{operation.get('request_id', 'a new request')}'s submission"
         if kind == "cancel":
             return f"cancelling {operation.get('id')}"
         if kind == "rollback":
@@ -584,7 +563,6 @@ class DebuggerApp(App[None]):
     def action_add_request(self) -> None:
         def submit(prompt: list[int], max_tokens: int, eos_id: int | None) -> str:
             request_id = self._session.submit(prompt, max_tokens, eos_id)
-            self._submitted[len(self._session.operations) - 1] = request_id  # for undo's notice
             self.refresh_view()
             return request_id
 

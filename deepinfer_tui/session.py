@@ -91,6 +91,7 @@ class Session:
         self.next_event = 0
         self.operations: list[dict[str, Any]] = []
         self.notes: list[Event] = []  # scenario notes and clock moves, shown in the log
+        self._submitted: dict[int, str] = {}  # request id by the index of its submit operation
         self._marks: deque[_Mark] = deque()
         # The merged log kept between calls of log_view(): (events, trace seen, notes seen).
         self._merged: tuple[list[Event], int, int] = ([], 0, 0)
@@ -148,6 +149,25 @@ class Session:
         self.operations.append({"op": "undo"})
         return undone
 
+    def operations_undo_discards(self) -> list[dict[str, Any]]:
+        """The operations an undo now discards along with the last round: those recorded after
+        the last round still in effect (an undone round took its own with it), oldest first.
+        A submit carries the id it was given as `request_id`."""
+        since: list[dict[str, Any]] = []
+        undone = 0  # undone rounds the walk back has not passed yet
+        for index in range(len(self.operations) - 1, -1, -1):
+            operation = self.operations[index]
+            if operation["op"] == "undo":
+                undone += 1
+            elif operation["op"] == "step":
+                if not undone:
+                    break
+                undone -= 1
+            elif not undone:
+                named = {"request_id": self._submitted[index]} if index in self._submitted else {}
+                since.append({**operation, **named})
+        return since[::-1]
+
     def can_undo(self) -> bool:
         return bool(self._marks) and self.engine.undo_available > 0
 
@@ -168,6 +188,7 @@ class Session:
         request_id = self.engine.submit(
             prompt, max_tokens=max_tokens, eos_id=eos_id, request_id=self._free_id()
         )
+        self._submitted[len(self.operations)] = request_id
         self.operations.append(
             {"op": "submit", "prompt": list(prompt), "max_tokens": max_tokens, "eos_id": eos_id}
         )

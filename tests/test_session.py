@@ -253,3 +253,22 @@ def test_a_clock_move_below_its_precision_is_refused() -> None:
     with pytest.raises(ValueError, match="would not move"):
         session.advance_clock(1.0)
     assert (session.snapshot(), session.operations, session.notes) == before
+
+
+def test_undo_names_the_operations_it_discards_with_the_round() -> None:
+    session = Session(default_scenario())
+    session.step()
+    assert session.operations_undo_discards() == []
+    session.step()
+    added = session.submit([7, 7, 7], 3)
+    session.advance_clock(0.5)
+    discards = session.operations_undo_discards()
+    assert [op["op"] for op in discards] == ["submit", "clock"]
+    assert discards[0]["request_id"] == added and discards[1]["seconds"] == 0.5
+    session.undo()
+    # What it said went, went: the added request and the clock move.
+    assert added not in session.engine.requests and session.clock.now == 0.0
+    # The next undo takes round 1 only: the operations above were undone with round 2.
+    assert session.operations_undo_discards() == []
+    session.rollback("request-1", 1)
+    assert [op["op"] for op in session.operations_undo_discards()] == ["rollback"]
