@@ -430,6 +430,8 @@ class Engine:
                 self._delivered.discard(request_id)
                 self._queue.append(request_id)
             del request.tokens[len(request.tokens) - count :]
+            # "committed" counts the tokens requests hold now (the header shows it): these left.
+            self.counters["committed_tokens"] -= count
             freed = self._truncate(request, len(request.tokens) - 1)
             request.tree = None
             request.last_commit = None
@@ -580,6 +582,7 @@ class Engine:
         # and recording the checkpoint included: the handler must see any partial work.
         history = list(self._history)
         self._trimmed_for_space = 0
+        writes = self.pool.writes
         checkpoint: _Checkpoint | None = None
         start = len(self.trace)
         try:
@@ -590,12 +593,17 @@ class Engine:
             self._trim_history(self.config.undo_depth)
             events = self.trace[start:]
         except BaseException as failure:
-            self._abort(history, checkpoint, failure)
+            self._abort(history, checkpoint, failure, wrote=self.pool.writes != writes)
             raise
         return events
 
     def _abort(
-        self, history: list[_Checkpoint], checkpoint: _Checkpoint | None, failure: BaseException
+        self,
+        history: list[_Checkpoint],
+        checkpoint: _Checkpoint | None,
+        failure: BaseException,
+        *,
+        wrote: bool,
     ) -> None:
         """Put back the engine `step()` found, but for one `step_aborted` event."""
         # An interrupt can land after a forward wrote non-finite rows into a model's work
@@ -603,9 +611,10 @@ class Engine:
         self._reset_work_buffers()
         if checkpoint is not None:
             self._restore(checkpoint)
-        # Entries trimmed for space this round stay gone (their blocks may hold new rows now);
-        # any other entry comes back, with its retained blocks as the checkpoint saw them.
-        self._history = deque(history[self._trimmed_for_space :])
+        # Every entry comes back, with its retained blocks as the checkpoint saw them, unless
+        # the round wrote rows after trimming entries for space: their blocks may hold them.
+        trimmed = self._trimmed_for_space if wrote else 0
+        self._history = deque(history[trimmed:])
         self._after_rewind()
         self._emit("step_aborted", None, error_type=type(failure).__name__)
 
@@ -699,6 +708,8 @@ class Engine:
         # drafting then would repeat the prefill in the draft model for little gain.
         # Grow no more than the round can verify: a request's fair share of the extra positions
         # bounds its depth, twice that its nodes (a 64-request round drafts one level, not four).
+        if cfg.max_batch_tokens <= len(plans):
+            return  # no position is left to verify a draft with: drafting would be wasted
         share = max(1, cfg.max_batch_tokens // len(plans) - 1)
         node_cap = min(cfg.max_draft_nodes, 2 * share)
         depth_cap = min(cfg.draft_width, share)

@@ -40,9 +40,11 @@ class ModelStore:
         # slot pay a page fault inside the round (measured 10-70x slower writes).
         self.planes = np.full((self.split // self.width, slots, self.width), 0.0)
         self.rest = np.full((slots, model.layout.size - self.split), 0.0)
+        self.writes = 0  # calls that changed rows: an aborted round asks if it wrote any
 
     def write(self, slots: np.ndarray | slice, rows: Rows, *, encoder: bool = True) -> None:
         """Store rows at `slots`; `encoder=False` writes only the consumer part (warm replay)."""
+        self.writes += 1
         if encoder:
             self.planes[:, slots] = planes(rows.data[:, : self.split], self.width)
             self.rest[slots] = rows.data[:, self.split :]
@@ -76,6 +78,7 @@ class ModelStore:
     def copy_slots(
         self, source: np.ndarray | slice | int, target: np.ndarray | slice | int
     ) -> None:
+        self.writes += 1
         self.planes[:, target] = self.planes[:, source]
         self.rest[target] = self.rest[source]
 
@@ -194,6 +197,11 @@ class BlockPool:
             if self.refcount[block] == 0:
                 self.free[block] = True
 
+    @property
+    def writes(self) -> int:
+        """Row writes and copies into any store so far."""
+        return sum(store.writes for store in self.stores.values())
+
     def free_count(self) -> int:
         return int(np.count_nonzero(self.free))
 
@@ -219,6 +227,9 @@ class BlockPool:
             used=used,
             held=used - len(cache_only) - retained,
             cached=len(cache_only),
-            shared=int((self.refcount > 1).sum()),
+            # As the block states say "shared": held by a request and someone else (a block
+            # only cache entries hold is "cached", however many hold it).
+            shared=int((self.refcount > 1).sum())
+            - sum(int(self.refcount[b] > 1) for b in cache_only),
             retained=retained,
         )

@@ -203,6 +203,9 @@ def check_block_invariants(engine: Engine) -> dict[str, Any]:
     size = pool["block_size"]
     assert blocks["total"] == pool["num_blocks"] == len(pool["blocks"])
     assert blocks["free"] + blocks["used"] == blocks["total"], blocks
+    # "committed" is what the requests hold now: rollbacks take theirs back.
+    held_tokens = sum(len(r["generated"]) for r in snapshot["requests"])
+    assert snapshot["metrics"]["requests"]["committed_tokens"] == held_tokens
 
     holders: Counter[int] = Counter()
     request_held: set[int] = set()
@@ -255,7 +258,7 @@ def check_block_invariants(engine: Engine) -> dict[str, Any]:
         else:
             assert state == "retained" and count == 0, block
             retained += 1
-        shared += count > 1
+        shared += state == "shared"
     assert free == blocks["free"], (free, blocks)
     assert retained == blocks["retained"], (retained, blocks)
     assert shared == blocks["shared"], (shared, blocks)

@@ -12,6 +12,7 @@ from engine_helpers import (
     ManualClock,
     Tripwire,
     check_against_oracle,
+    check_all_finished,
     check_block_invariants,
     check_nothing_orphaned,
     drain,
@@ -178,3 +179,124 @@ def test_an_overflowing_forward_fails_its_request_without_a_word_on_stderr(
     other = healthy.submit([1, 2, 3], max_tokens=4)
     drain(healthy)
     check_against_oracle(healthy, other)
+
+
+# -- found by a second exploratory pass ---------------------------------------------------------
+
+
+def pool_short_of_room() -> tuple[Engine, TinyModel]:
+    """A cancelled request's blocks are retained for undo; the next round needs them."""
+    target = TinyModel(seed=7)
+    engine = Engine(target, config=EngineConfig(block_size=1, num_blocks=6), clock=ManualClock())
+    first = engine.submit([1, 2, 3], max_tokens=3)
+    engine.step()
+    engine.step()
+    engine.cancel(first)
+    engine.submit([4, 5, 6], max_tokens=3)
+    assert engine.metrics()["blocks"]["retained"] > 0
+    return engine, target
+
+
+def test_an_interrupt_before_the_round_writes_keeps_the_undo_it_trimmed_for_room(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine, target = pool_short_of_room()
+    before = (engine.undo_available, engine.snapshot())
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(target, "forward_rows", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.step()
+    monkeypatch.undo()
+    assert engine.trace[-1]["kind"] == "step_aborted"
+    assert (engine.undo_available, engine.snapshot()) == before
+    check_block_invariants(engine)
+    while engine.undo_available:  # every kept round still rewinds
+        engine.undo()
+        check_block_invariants(engine)
+    drain(engine)
+    check_all_finished(engine)
+
+
+def test_an_interrupt_after_the_round_wrote_rows_drops_only_the_rounds_it_trimmed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine, _ = pool_short_of_room()
+    before = engine.snapshot()
+    real = Engine._commit
+
+    def interrupted_commit(self: Engine, *args: object) -> None:
+        raise KeyboardInterrupt  # after the round stored its rows
+
+    monkeypatch.setattr(Engine, "_commit", interrupted_commit)
+    writes = engine.pool.writes
+    with pytest.raises(KeyboardInterrupt):
+        engine.step()
+    monkeypatch.setattr(Engine, "_commit", real)
+    assert engine.pool.writes > writes  # rows went into blocks the dropped rounds retained
+    after = engine.snapshot()
+    assert after["undo"]["available"] < before["undo"]["available"]
+    assert (after["tick"], after["requests"]) == (before["tick"], before["requests"])
+    check_block_invariants(engine)
+    drain(engine)
+    check_all_finished(engine)
+
+
+def test_no_draft_is_grown_when_no_position_is_left_to_verify_it() -> None:
+    target = TinyModel(seed=7)
+    for budget, requests in ((1, 1), (2, 2), (4, 4)):
+        config = EngineConfig(max_batch_tokens=budget)
+        engine = Engine(target, make_draft(target, seed=8), config=config, clock=ManualClock())
+        for i in range(requests):
+            engine.submit([1, 2, 3 + i], max_tokens=8)
+        engine.run()
+        metrics = engine.metrics()
+        assert metrics["drafts"]["proposed"] == metrics["work"]["draft_forwards"] == 0
+        check_all_finished(engine)
+    # One position to spare: the budget can verify a node, so drafting goes on.
+    engine = Engine(target, make_draft(target, seed=8), config=EngineConfig(max_batch_tokens=3))
+    engine.submit([1, 2, 3], max_tokens=8)
+    engine.submit([1, 2, 4], max_tokens=8)
+    engine.run()
+    assert engine.metrics()["drafts"]["verified"] > 0
+
+
+def test_committed_counts_the_tokens_requests_hold_after_a_rollback() -> None:
+    target = TinyModel(seed=7)
+    engine = Engine(target, make_draft(target, seed=8), clock=ManualClock())
+    kept = engine.submit([1, 2, 3], max_tokens=6)
+    engine.submit([4, 5], max_tokens=6)
+    for _ in range(3):
+        engine.step()
+    before = engine.metrics()["requests"]["committed_tokens"]
+    removed = engine.rollback(kept, 2)
+    after = engine.metrics()["requests"]["committed_tokens"]
+    assert (
+        after
+        == before - len(removed)
+        == sum(len(r["generated"]) for r in engine.snapshot()["requests"])
+    )
+    engine.undo()  # rewinds the round before the rollback, and the count with it
+    assert engine.metrics()["requests"]["committed_tokens"] == sum(
+        len(r["generated"]) for r in engine.snapshot()["requests"]
+    )
+
+
+def test_a_block_only_cache_entries_share_counts_as_cached_not_shared() -> None:
+    from deepinfer_tui.scenario import default_scenario  # the scenario that shows it
+    from deepinfer_tui.session import Session
+
+    session = Session(default_scenario())
+    for _ in range(5):
+        session.step()
+    engine = session.engine
+    snapshot = engine.snapshot()
+    cache_only = {b for entry in snapshot["cache"] for b in entry["blocks"]} - {
+        b for r in engine.requests.values() for b in r.table
+    }
+    refcounts = {b["id"]: b["refcount"] for b in snapshot["pool"]["blocks"]}
+    assert any(refcounts[b] > 1 for b in cache_only)  # the case in question is here
+    states = [b["state"] for b in snapshot["pool"]["blocks"]]
+    assert snapshot["metrics"]["blocks"]["shared"] == states.count("shared")
