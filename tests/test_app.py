@@ -249,6 +249,13 @@ async def test_rollback_by_a_typed_count() -> None:
         await pilot.press("ctrl+a", "ctrl+k", "2", "enter")
         assert not isinstance(app.screen, RollbackScreen)
         assert len(request_view(app, "request-1")["generated"]) == generated - 2
+        # The header's committed count is what the table's out column adds up to.
+        await pilot.pause()
+        requests = app.session.snapshot()["requests"]
+        held = sum(len(r["generated"]) for r in requests)
+        outs = [cell(app, r["id"], "tokens").split("/")[0] for r in requests]
+        assert held == sum(map(int, outs))
+        assert f"committed {held} " in str(app.query_one(StatusBar).content)
 
 
 async def test_add_request_creates_a_request_and_selects_it() -> None:
