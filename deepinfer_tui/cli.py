@@ -676,8 +676,9 @@ def _interactive() -> bool:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    replay = Replay(load_trace(args.trace))
-    if not args.check and not args.json and _interactive():
+    viewing = not args.check and not args.json and _interactive()
+    replay = Replay(load_trace(args.trace), frames=viewing)  # a check needs no frames
+    if viewing:
         return _run_app(replay.session, export_dir=DEFAULT_EXPORT_DIR, replay=replay)
     recorded = len(replay.trace.events)
     if args.json:
@@ -688,7 +689,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 "scenario": replay.trace.scenario.name,
                 "operations": len(replay.trace.operations),
                 "events": recorded,
-                "frames": len(replay.frames),
+                "frames": replay.executed + 1,  # the start and one per operation re-executed
                 "reproduced": replay.reproduced,
                 "divergence": replay.divergence,
             }

@@ -279,13 +279,16 @@ class Replay:
     otherwise it describes the first difference in one line.
     """
 
-    def __init__(self, trace: TraceFile) -> None:
+    def __init__(self, trace: TraceFile, *, frames: bool = True) -> None:
+        """`frames=False` only checks the trace: a frame keeps a whole snapshot, so a long
+        trace's frames take far more memory than the session itself."""
         self.trace = trace
         try:
             self.session = Session(trace.scenario)
         except (ValueError, KeyError) as error:
             raise TraceError(f"{trace.source}: cannot rebuild its engine: {error}") from None
-        self.frames: list[Frame] = [self._frame("start")]
+        self.frames: list[Frame] = [self._frame("start")] if frames else []
+        self.executed = 0  # operations re-executed
         self.position = 0
         failure = self._execute()
         self.divergence: str | None = failure or self._compare()
@@ -336,7 +339,7 @@ class Replay:
 
     def _execute(self) -> str | None:
         for index, operation in enumerate(self.trace.operations):
-            before = self.frames[-1]
+            before = self.frames[-1] if self.frames else None
             try:
                 self.session.apply(operation)
             except (ValueError, KeyError) as error:
@@ -344,6 +347,9 @@ class Replay:
                 return (
                     f"operation {index} ({operation.get('op')}) failed on re-execution: {message}"
                 )
+            self.executed += 1
+            if before is None:
+                continue
             snapshot = self.session.snapshot()
             label = _operation_label(operation, before.snapshot, snapshot, self.session)
             self.frames.append(self._frame(label, snapshot))

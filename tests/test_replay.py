@@ -240,3 +240,18 @@ def test_a_session_at_any_frame_is_that_frame(busy_session: Session) -> None:
         assert session.snapshot() == replay.frames[position].snapshot
     with pytest.raises(ValueError, match="outside"):
         replay.session_at(len(replay.frames))
+
+
+@pytest.mark.parametrize("tamper", [False, True])
+def test_a_check_without_frames_judges_the_trace_the_same(
+    busy_session: Session, tamper: bool
+) -> None:
+    data = trace_data(busy_session)
+    if tamper:
+        data["operations"].insert(3, {"op": "cancel", "id": "request-99"})
+    with_frames = Replay(parse_trace(data, "t.json"))
+    checked = Replay(parse_trace(data, "t.json"), frames=False)
+    assert checked.frames == []  # a frame holds a whole snapshot: a check keeps none
+    assert checked.divergence == with_frames.divergence
+    assert checked.executed + 1 == len(with_frames.frames)
+    assert checked.session.snapshot() == with_frames.session.snapshot()
