@@ -1011,8 +1011,11 @@ def main(argv: list[str] | None = None) -> int:
 def _silence_stdout() -> None:
     """Point stdout at the null device, so the exit's final flush of what could not be
     written does not complain too."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a file descriptor (e.g. a StringIO): nothing to do
+        pass
 
 
 def _main(argv: list[str] | None) -> int:

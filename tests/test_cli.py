@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -553,3 +554,20 @@ def test_a_closed_stdout_is_a_failure() -> None:
     )
     assert done.returncode == 2
     assert "standard output is closed" in done.stderr
+
+
+def test_output_that_cannot_be_flushed_in_process_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No file descriptor behind stdout (an embedding, a test): still one line, no raise."""
+
+    class FullStream(io.StringIO):
+        def flush(self) -> None:
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sys, "stdout", FullStream())
+    assert main(["--version"]) == 1
+    assert (
+        capsys.readouterr().err
+        == "deepinfer-tui: cannot write the output (No space left on device)\n"
+    )
