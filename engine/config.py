@@ -27,7 +27,7 @@ class EngineConfig:
     """Scheduling, speculation, paging, caching and history settings (validated, frozen)."""
 
     max_batch_tokens: int = 16  # verified positions per round, all requests together
-    max_active: int = 4  # requests admitted per round
+    max_active: int = 4  # requests holding KV at once (so also run per round)
     draft_width: int = 4  # deepest draft node
     draft_branching: int = 1  # children per expanded node; 1 = a chain
     max_draft_nodes: int = 16  # non-root nodes per request per round

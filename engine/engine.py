@@ -643,10 +643,21 @@ class Engine:
         if self.config.cost_curve:
             cap = min(cap, self.config.cost_curve[-1][0])
         batch: list[Request] = []
+        # At most max_active requests hold KV at once: one that is not running yet waits for a
+        # place (in its queue position), or round-robin would admit every queued request in
+        # turn, run the pool dry and preempt the newest forever while the oldest starve.
+        resident = sum(r.status == "running" for r in self.requests.values())
+        waiting: list[str] = []
         while self._queue and len(batch) < cap:
-            request = self.requests[self._queue.popleft()]
+            request_id = self._queue.popleft()
+            request = self.requests[request_id]
             if request.status == "finished":
                 continue
+            if request.status != "running":
+                if resident >= self.config.max_active:
+                    waiting.append(request_id)
+                    continue
+                resident += 1
             if request.admitted == 0:
                 self._restore_prefix(request, now)
             request.status = "running"
@@ -654,6 +665,7 @@ class Engine:
                 self._finish(request, "length")
                 continue
             batch.append(request)
+        self._queue.extendleft(reversed(waiting))
         return batch
 
     def _restore_prefix(self, request: Request, now: float) -> None:

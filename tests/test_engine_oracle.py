@@ -361,12 +361,13 @@ def test_clock_epochs_match_oracle(window: int, draft: str, config: dict[str, An
 
 
 PRESSURE = [
-    (None, dict(block_size=2, num_blocks=8, max_active=1)),
-    ("close", dict(block_size=2, num_blocks=8, max_active=1, draft_width=3)),
-    ("close", dict(block_size=1, num_blocks=10, max_active=1, draft_width=4, undo_depth=0)),
-    ("copy", dict(block_size=2, num_blocks=6, max_active=1, draft_width=2, draft_branching=2)),
-    (None, dict(block_size=1, num_blocks=10, max_active=1, undo_depth=3)),
-    # Several requests per round compete for the same space.
+    # Two requests hold KV at once (max_active bounds that), and two do not fit the pool.
+    (None, dict(block_size=2, num_blocks=8, max_active=2)),
+    ("close", dict(block_size=2, num_blocks=8, max_active=2, draft_width=3)),
+    ("close", dict(block_size=1, num_blocks=10, max_active=2, draft_width=4, undo_depth=0)),
+    ("copy", dict(block_size=2, num_blocks=6, max_active=2, draft_width=2, draft_branching=2)),
+    (None, dict(block_size=1, num_blocks=10, max_active=2, undo_depth=3)),
+    # More requests per round compete for the same space.
     (None, dict(block_size=2, num_blocks=8, max_active=4)),
     ("close", dict(block_size=2, num_blocks=6, max_active=2, draft_width=3)),
     ("close", dict(block_size=2, num_blocks=10, max_active=4, draft_width=4, undo_depth=0)),

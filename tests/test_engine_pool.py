@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -187,7 +188,7 @@ def test_rejected_speculation_frees_its_blocks_in_the_same_round() -> None:
 
 
 def test_preemption_frees_the_victim_and_requeues_it_first() -> None:
-    config = EngineConfig(block_size=2, num_blocks=6, max_active=1)
+    config = EngineConfig(block_size=2, num_blocks=6, max_active=2)
     engine = Engine(TinyModel(seed=1), None, config=config, clock=ManualClock())
     for prompt in ([1, 2, 3, 4], [5, 6, 7], [1, 2, 9]):
         engine.submit(prompt, max_tokens=5)
@@ -283,3 +284,25 @@ def test_a_lone_request_with_an_independent_draft_never_preempts_itself() -> Non
     assert (
         engine.result(rid).tokens == greedy_generate(target, [1, 2, 3, 4, 5], max_tokens=7).tokens
     )
+
+
+def test_a_long_queue_waits_its_turn_instead_of_thrashing_the_pool() -> None:
+    """max_active bounds the requests holding KV at once: a queue longer than the pool holds
+    is served in order, not admitted round-robin into preemption after preemption."""
+    config = EngineConfig(max_batch_tokens=16, max_active=8, block_size=4, num_blocks=64)
+    target = TinyModel(seed=7)
+    engine = Engine(target, make_draft(target, seed=8), config=config, clock=ManualClock())
+    rng = random.Random(1)
+    ids = [engine.submit([rng.randrange(32) for _ in range(8)], max_tokens=16) for _ in range(32)]
+    finished_at: dict[str, int] = {}
+    while not engine.idle:
+        engine.step()
+        snapshot = check_block_invariants(engine)
+        assert snapshot["metrics"]["requests"]["running"] <= config.max_active
+        for view in snapshot["requests"]:
+            if view["status"] == "finished":
+                finished_at.setdefault(view["id"], engine.tick)
+    assert engine.metrics()["requests"]["preemptions"] == 0  # 8 x 6 blocks fit in 64
+    # First come, first served: the first eight finish before any of the last eight.
+    assert max(finished_at[i] for i in ids[:8]) < min(finished_at[i] for i in ids[-8:])
+    assert len(check_all_finished(engine)) == 32
