@@ -646,7 +646,9 @@ class Engine:
         # At most max_active requests hold KV at once: one that is not running yet waits for a
         # place (in its queue position), or round-robin would admit every queued request in
         # turn, run the pool dry and preempt the newest forever while the oldest starve.
-        resident = sum(r.status == "running" for r in self.requests.values())
+        # Every running request is queued between rounds: count there, not over every request
+        # ever submitted (finished ones pile up in a long session).
+        resident = sum(self.requests[i].status == "running" for i in self._queue)
         waiting: list[str] = []
         while self._queue and len(batch) < cap:
             request_id = self._queue.popleft()

@@ -230,6 +230,6 @@ class BlockPool:
             # As the block states say "shared": held by a request and someone else (a block
             # only cache entries hold is "cached", however many hold it).
             shared=int((self.refcount > 1).sum())
-            - sum(int(self.refcount[b] > 1) for b in cache_only),
+            - int(np.count_nonzero(self.refcount[list(cache_only)] > 1)),
             retained=retained,
         )
