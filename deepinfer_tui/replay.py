@@ -119,7 +119,7 @@ def parse_trace(data: Any, source: str = "<trace>") -> TraceFile:
         detail = f' (its format is "{found}")' if isinstance(found, str) else ""
         raise fail(f'not a deepinfer trace{detail}; expected "format": "{FORMAT}"')
     version = data.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
+    if not _is_int(version):
         raise fail(f"trace version must be an integer, got {version!r}")
     if version > VERSION:
         raise fail(
@@ -139,7 +139,7 @@ def parse_trace(data: Any, source: str = "<trace>") -> TraceFile:
     except ScenarioError as error:
         raise TraceError(str(error)) from None
     seed = data["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not _is_int(seed):
         raise fail(f"seed must be an integer, got {seed!r}")
     if not isinstance(data["config"], dict):
         raise fail("config must be an object of engine settings")
@@ -157,14 +157,12 @@ def parse_trace(data: Any, source: str = "<trace>") -> TraceFile:
         if not isinstance(event, dict) or not isinstance(event.get("kind"), str):
             raise fail(f"events[{index}] must be an object with a string kind")
         tick = event.get("tick")
-        if isinstance(tick, bool) or not isinstance(tick, int):
+        if not _is_int(tick):
             raise fail(f"events[{index}] needs an integer tick, got {tick!r}")
     tick, clock = data.get("tick"), data.get("clock")
     if tick is not None and not _is_int(tick, minimum=0):
         raise fail(f"tick must be a non-negative integer, got {tick!r}")
-    if clock is not None and (
-        isinstance(clock, bool) or not isinstance(clock, (int, float)) or not math.isfinite(clock)
-    ):
+    if clock is not None and not _is_finite_number(clock):
         raise fail(f"clock must be a finite number of seconds, got {clock!r}")
     return TraceFile(
         source=source,
@@ -210,19 +208,19 @@ def _check_operation(operation: Any, where: str, fail: Any) -> None:
         if eos_id is not None and not _is_int(eos_id):
             raise fail(f"{where}: submit eos_id must be an integer or null, got {eos_id!r}")
     seconds = operation.get("seconds")
-    if op == "clock" and (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float))
-        or not math.isfinite(seconds)
-        or seconds <= 0
-    ):
+    if op == "clock" and not (_is_finite_number(seconds) and seconds > 0):
         raise fail(f"{where}: clock seconds must be a positive number, got {seconds!r}")
 
 
 def _is_int(value: Any, minimum: int | None = None) -> bool:
+    """An int as JSON gives one (not a bool), at least `minimum`."""
     if isinstance(value, bool) or not isinstance(value, int):
         return False
     return minimum is None or value >= minimum
+
+
+def _is_finite_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 # -- re-execution ------------------------------------------------------------------------------
