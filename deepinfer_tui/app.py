@@ -25,7 +25,7 @@ from textual.worker import Worker, WorkerState
 from engine import Engine
 
 from .commands import ClosingOncePalette, DebuggerCommands, PaletteAction
-from .describe import error_message
+from .describe import error_message, plural
 from .export import DEFAULT_EXPORT_DIR, export_all, free_stem, safe_name, write_atomically
 from .screens.add_request import AddRequestScreen
 from .screens.help import HelpScreen, KeyHelp
@@ -529,7 +529,7 @@ class DebuggerApp(App[None]):
             return f"cancelling {operation.get('id')}"
         if kind == "rollback":
             tokens = operation.get("tokens", 1)
-            return f"rolling {operation.get('id')} back {tokens} token{'s' * (tokens != 1)}"
+            return f"rolling {operation.get('id')} back {plural(tokens, 'token')}"
         if kind == "clock":
             return f"the clock move of {float(operation.get('seconds', 0)):g}s"
         return str(kind)
@@ -672,16 +672,16 @@ class DebuggerApp(App[None]):
         if event.state == WorkerState.SUCCESS:
             paths = event.worker.result or []
             listing = "\n".join(str(p) for p in paths)
+            wrote = f"Wrote {len(paths)} file(s)"
+            severity: SeverityLevel = "information"
             if self.replay is not None and self.replay.divergence:
                 # The files come from re-execution, which is not what the trace recorded.
-                self.notify(
-                    f"Wrote {len(paths)} file(s) of this build's re-execution, which differs "
-                    f"from the recorded trace (see the header):\n{listing}",
-                    title="Exported",
-                    severity="warning",
+                wrote += (
+                    " of this build's re-execution, which differs from the recorded trace "
+                    "(see the header)"
                 )
-            else:
-                self.notify(f"Wrote {len(paths)} file(s):\n{listing}", title="Exported")
+                severity = "warning"
+            self.notify(f"{wrote}:\n{listing}", title="Exported", severity=severity)
         elif event.state == WorkerState.ERROR:
             error = event.worker.error
             reason = error_message(error) if error is not None else "unknown error"
