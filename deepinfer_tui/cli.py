@@ -31,7 +31,10 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 import numpy as np
 
@@ -65,7 +68,7 @@ class _Parser(argparse.ArgumentParser):
             message += f" (if its value starts with '-', write {option[1]}=VALUE)"
         raise UsageError(f"{self.prog}: {message} (see --help)")
 
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         # argparse drops write errors: --help into a full disk would exit 0, printing nothing.
         if message:
             (file or sys.stderr).write(message)

@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from .describe import describe, plural
 from .jsonfile import read_json
@@ -212,14 +212,14 @@ def _check_operation(operation: Any, where: str, fail: Any) -> None:
         raise fail(f"{where}: clock seconds must be a positive number, got {seconds!r}")
 
 
-def _is_int(value: Any, minimum: int | None = None) -> bool:
+def _is_int(value: Any, minimum: int | None = None) -> TypeGuard[int]:
     """An int as JSON gives one (not a bool), at least `minimum`."""
     if isinstance(value, bool) or not isinstance(value, int):
         return False
     return minimum is None or value >= minimum
 
 
-def _is_finite_number(value: Any) -> bool:
+def _is_finite_number(value: Any) -> TypeGuard[float]:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
