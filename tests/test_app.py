@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from app_helpers import make_app, wait_until
 from rich.segment import Segment
 from textual import events
 from textual.app import App, ComposeResult
@@ -30,10 +31,6 @@ from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, 
 from deepinfer_tui.widgets.view import View
 
 SIZE = (120, 40)
-
-
-def make_app(**options: Any) -> DebuggerApp:
-    return DebuggerApp(Session(default_scenario()), **options)
 
 
 def request_view(app: DebuggerApp, request_id: str) -> dict[str, Any]:
@@ -648,11 +645,7 @@ async def test_auto_run_steps_until_the_scenario_ends_and_can_pause() -> None:
     app.AUTO_RUN_INTERVAL = 0.01
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("r")
-        for _ in range(300):
-            if not app.auto_running:
-                break
-            await pilot.pause(0.02)
-        assert not app.auto_running
+        assert await wait_until(pilot, lambda: not app.auto_running)
         assert app.session.finished
         assert {op["op"] for op in app.session.operations} == {"step"}
         assert "scenario complete" in str(app.query_one(StatusBar).content)
@@ -683,11 +676,7 @@ async def test_auto_run_waits_under_a_dialog_and_the_header_says_so() -> None:
         assert app.engine.tick == tick  # no round while the help is open
         assert "waits for the dialog" in str(app.query_one(StatusBar).content)
         await pilot.press("escape")
-        for _ in range(100):
-            if app.engine.tick > tick:
-                break
-            await pilot.pause(0.02)
-        assert app.engine.tick > tick
+        assert await wait_until(pilot, lambda: app.engine.tick > tick)
         header = str(app.query_one(StatusBar).content)
         assert "waits" not in header and ("▶ auto" in header or not app.auto_running)
 
@@ -768,10 +757,7 @@ async def test_exporting_a_diverged_trace_says_the_files_differ_from_it(
     app = DebuggerApp(replay.session, replay=replay, export_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("e")
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if any(n.title == "Exported" for n in app._notifications):
-                break
+        await wait_until(pilot, lambda: any(n.title == "Exported" for n in app._notifications))
         (exported,) = [n for n in app._notifications if n.title == "Exported"]
         assert ("differs from the recorded trace" in exported.message) is tampered
         assert (exported.severity == "warning") is tampered
@@ -869,11 +855,7 @@ async def test_cancelling_the_only_request_lets_the_scenario_go_on() -> None:
         await pilot.press("space")
         assert app.session.engine.tick == 1
         await pilot.press("r")  # runs the rest of the scenario
-        for _ in range(200):
-            if app.session.finished:
-                break
-            await pilot.pause(0.05)
-        assert app.session.finished
+        assert await wait_until(pilot, lambda: app.session.finished, seconds=10)
         assert "scenario complete" in str(app.query_one(StatusBar).render())
 
 
@@ -984,11 +966,7 @@ async def test_quitting_during_an_export_waits_for_its_files(tmp_path: Path) -> 
         await pilot.press("space")
         for key in ("e", "q"):  # one burst: q arrives while the export is being written
             app.post_message(events.Key(key, key))
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if not app.is_running:
-                break
-        assert not app.is_running
+        assert await wait_until(pilot, lambda: not app.is_running)
     assert len(list(tmp_path.iterdir())) == 5
 
 

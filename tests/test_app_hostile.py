@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from app_helpers import make_app, messages, wait_until
 from textual.command import CommandList, CommandPalette
 from textual.content import Content
 from textual.widgets import Input
@@ -23,14 +24,6 @@ from deepinfer_tui.widgets.status import DescriptionLine
 SIZE = (120, 40)
 NO_TOKENS = "request-1 has no generated tokens to roll back"
 NOTHING_TO_STEP = "nothing to step: every request has finished and no scenario event is due"
-
-
-def make_app(**options: Any) -> DebuggerApp:
-    return DebuggerApp(Session(default_scenario()), **options)
-
-
-def messages(app: DebuggerApp) -> list[str]:
-    return [n.message for n in app._notifications]
 
 
 def request_ids(app: DebuggerApp) -> set[str]:
@@ -209,20 +202,12 @@ async def test_auto_run_says_why_it_stopped_at_its_round_limit() -> None:
     app.AUTO_RUN_LIMIT = 3
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("r")
-        for _ in range(200):
-            if not app.auto_running:
-                break
-            await pilot.pause(0.02)
-        assert not app.auto_running
+        assert await wait_until(pilot, lambda: not app.auto_running)
         assert app.engine.tick == 3 and app.session.can_step()  # stopped by the limit
         (said,) = messages(app)
         assert "after 3 rounds" in said and "press r" in said
         await pilot.press("r")  # and r does run on
-        for _ in range(100):
-            if app.engine.tick > 3:
-                break
-            await pilot.pause(0.02)
-        assert app.engine.tick > 3
+        assert await wait_until(pilot, lambda: app.engine.tick > 3)
 
 
 async def test_auto_run_reaching_the_end_of_the_scenario_does_not_speak_of_a_limit() -> None:
@@ -230,10 +215,7 @@ async def test_auto_run_reaching_the_end_of_the_scenario_does_not_speak_of_a_lim
     app.AUTO_RUN_INTERVAL = 0.01
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("r")
-        for _ in range(300):
-            if not app.auto_running:
-                break
-            await pilot.pause(0.02)
+        assert await wait_until(pilot, lambda: not app.auto_running)
         assert app.session.finished
         assert not any("limit" in m for m in messages(app))
 
