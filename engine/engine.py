@@ -15,7 +15,7 @@ import itertools
 import time
 import unicodedata
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -216,6 +216,9 @@ class Engine:
         self._delivered: set[str] = set()
         self._queue: deque[str] = deque()
         self._history: deque[_Checkpoint] = deque()
+        # A finished request never changes (rollback replaces it with a copy), so its view is
+        # built once: request id -> (the request, whether it committed this round, the view).
+        self._finished_views: dict[str, tuple[Request, bool, dict[str, Any]]] = {}
         self._trimmed_for_space = 0  # history entries the current round trimmed to make room
         self._round_context: tuple[tuple[int, ...], BatchContext] | None = None
         # Models keep padded copies of stored rows across calls, keyed by `_context_key`:
@@ -368,9 +371,10 @@ class Engine:
                 "draft_rows": c["draft_rows"],
             },
             "requests": {
-                "queued": sum(r.status == "queued" for r in self.requests.values()),
-                "running": sum(r.status == "running" for r in self.requests.values()),
-                "finished": sum(r.status == "finished" for r in self.requests.values()),
+                # Unfinished requests are exactly the queue; finished ones, the finish order.
+                "queued": sum(self.requests[i].status == "queued" for i in self._queue),
+                "running": sum(self.requests[i].status == "running" for i in self._queue),
+                "finished": len(self._order),
                 "committed_tokens": c["committed_tokens"],
                 "preemptions": c["preemptions"],
                 "evictions": c["evictions"],
@@ -459,11 +463,9 @@ class Engine:
         """A JSON-serialisable view of the whole engine, for viewers and exports."""
         now = self.now()
         states = self._block_states()
-        dropped_now: set[int] = set()
-        for request in self.requests.values():
-            if request.last_commit and request.last_commit["round"] == self.tick:
-                dropped_now.update(request.last_commit["dropped_blocks"])
         refcounts = self.pool.refcount.tolist()  # plain ints, read once (viewers call this often)
+        requests = [self._request_view(r, states, refcounts) for r in self.requests.values()]
+        dropped_now = {block for view in requests for block in view["dropped_blocks"]}
         pool_blocks = []
         for block, (count, digest) in enumerate(zip(refcounts, self.pool.block_hash)):
             state = states.get(block, "free")
@@ -507,14 +509,14 @@ class Engine:
                 }
                 for _, entry in self.cache.items()
             ],
-            "requests": [self._request_view(r, states, refcounts) for r in self.requests.values()],
+            "requests": requests,
             "undo": {"available": len(self._history), "depth": self.config.undo_depth},
         }
 
     def _block_states(self) -> dict[int, str]:
         states: dict[int, str] = {}
-        for request in self.requests.values():
-            for block in request.table:
+        for request_id in self._queue:  # between rounds, the queue is every unfinished request
+            for block in self.requests[request_id].table:
                 states[block] = "shared" if self.pool.refcount[block] > 1 else "committed"
         for block in self.cache.blocks():
             states.setdefault(block, "cached")
@@ -523,6 +525,22 @@ class Engine:
         return states
 
     def _request_view(
+        self, request: Request, states: dict[int, str], refcounts: list[int]
+    ) -> dict[str, Any]:
+        """The request's part of snapshot(). A finished request's view is shared by every
+        snapshot until it changes (viewers read views, never write them)."""
+        if request.status != "finished":
+            return self._build_request_view(request, states, refcounts)
+        commit = request.last_commit
+        this_round = commit is not None and commit["round"] == self.tick
+        kept = self._finished_views.get(request.request_id)
+        if kept is not None and kept[0] is request and kept[1] == this_round:
+            return kept[2]
+        view = self._build_request_view(request, states, refcounts)
+        self._finished_views[request.request_id] = (request, this_round, view)
+        return view
+
+    def _build_request_view(
         self, request: Request, states: dict[int, str], refcounts: list[int]
     ) -> dict[str, Any]:
         size = self.config.block_size
@@ -1379,9 +1397,7 @@ class Engine:
     def _checkpoint(self) -> _Checkpoint:
         checkpoint = _Checkpoint(
             tick=self.tick,
-            requests={
-                k: (r if r.status == "finished" else r.copy()) for k, r in self.requests.items()
-            },
+            requests=self._requests_copy(self.requests, self._queue),
             queue=list(self._queue),
             order=list(self._order),
             delivered=set(self._delivered),
@@ -1395,6 +1411,17 @@ class Engine:
             admissions=self._admissions,
         )
         return checkpoint
+
+    @staticmethod
+    def _requests_copy(
+        requests: dict[str, Request], unfinished: Iterable[str]
+    ) -> dict[str, Request]:
+        """Requests as they stand: finished ones are never changed in place, so they are
+        shared; the unfinished ones (those in the queue) are copied."""
+        copied = dict(requests)
+        for request_id in unfinished:
+            copied[request_id] = requests[request_id].copy()
+        return copied
 
     def _after_rewind(self) -> None:
         """After undo or an aborted round: blocks the checkpoint saw as retained for history
@@ -1417,9 +1444,11 @@ class Engine:
     def _restore(self, checkpoint: _Checkpoint) -> None:
         self._rewrites += 1
         self.tick = checkpoint.tick
-        self.requests = {
-            k: (r if r.status == "finished" else r.copy()) for k, r in checkpoint.requests.items()
-        }
+        self.requests = self._requests_copy(checkpoint.requests, checkpoint.queue)
+        if len(self._finished_views) > len(self.requests):  # forget views of undone submits
+            self._finished_views = {
+                k: v for k, v in self._finished_views.items() if k in self.requests
+            }
         self._queue = deque(checkpoint.queue)
         self._order = list(checkpoint.order)
         self._delivered = set(checkpoint.delivered)
@@ -1498,7 +1527,8 @@ class Engine:
         return self.pool.stores[role].read(self._slots(request, start, stop))
 
     def _cache_only_blocks(self) -> set[int]:
-        held = {b for r in self.requests.values() for b in r.table}
+        # Between rounds every unfinished request is in the queue (a round takes its batch out).
+        held = {b for i in self._queue for b in self.requests[i].table}
         return {b for b in self.cache.blocks() if b not in held}
 
     def _hash_full_blocks(self, request: Request, cursor: int) -> None:

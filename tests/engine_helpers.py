@@ -270,7 +270,23 @@ def check_block_invariants(engine: Engine) -> dict[str, Any]:
     assert len(queue) == len(set(queue)), f"duplicate ids in the queue: {queue}"
     assert set(queue) == unfinished, f"queue {queue} vs unfinished {sorted(unfinished)}"
     counts = snapshot["metrics"]["requests"]
-    assert counts["queued"] + counts["running"] + counts["finished"] == len(snapshot["requests"])
+    statuses = Counter(v["status"] for v in snapshot["requests"])
+    assert {k: counts[k] for k in ("queued", "running", "finished")} == {
+        k: statuses[k] for k in ("queued", "running", "finished")
+    }
+    for view in snapshot["requests"]:
+        # Views of finished requests are kept between snapshots: they must still be true.
+        if view["status"] == "finished":
+            result = engine.result(view["id"])
+            assert view["generated"] == list(result.tokens), view["id"]
+            assert view["finish_reason"] == result.finish_reason, view["id"]
+            assert (view["accepted"], view["proposed"]) == (
+                result.accepted_drafts,
+                result.proposed_drafts,
+            )
+        commit = view["last_commit"]
+        this_round = commit is not None and commit["round"] == snapshot["tick"]
+        assert view["dropped_blocks"] == (list(commit["dropped_blocks"]) if this_round else [])
     undo = snapshot["undo"]
     assert 0 <= undo["available"] <= max(undo["depth"], 0), undo
     assert undo["available"] == engine.undo_available
