@@ -232,6 +232,33 @@ async def test_rollback_and_undo() -> None:
         assert app.check_action("undo", ()) is None
 
 
+async def test_a_finished_row_follows_its_rollback_and_the_undo_of_it() -> None:
+    # Finished rows are drawn once and skipped while their view stays the same object: a
+    # reopened request, a request finished again and one put back by undo are drawn anew.
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        while app.session.can_step():
+            await pilot.press("space")
+        done = request_view(app, "request-1")
+        assert done["status"] == "finished" and done["finish_reason"] == "length"
+        generated = len(done["generated"])
+        await select(pilot, app, "request-1")
+        await pilot.press("B", "ctrl+a", "ctrl+k", "4", "enter")
+        assert cell(app, "request-1", "tokens") == f"{generated - 4}/8"
+        assert cell(app, "request-1", "state").endswith("queued")
+        assert cell(app, "request-1", "finish") == ""
+        while request_view(app, "request-1")["status"] != "finished":
+            await pilot.press("space")
+        again = request_view(app, "request-1")  # finished again: a new view, new draft counts
+        assert again["proposed"] > done["proposed"]
+        assert cell(app, "request-1", "drafts") == f"{again['accepted']}/{again['proposed']}"
+        assert cell(app, "request-1", "tokens") == f"{generated}/8"
+        assert cell(app, "request-1", "finish") == "length"
+        await pilot.press("u")  # back to before its last round
+        assert cell(app, "request-1", "finish") == ""
+        assert cell(app, "request-1", "tokens") != f"{generated}/8"
+
+
 async def test_rollback_by_a_typed_count() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -16,6 +16,7 @@ from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 from ..legend import CACHE_MARKS, status_mark
 from .keyed_table import ContentKeyedDataTable
 from .quiet import RefreshesHeld, refresh_rows
+from .row_order import StableRowOrder
 from .view import View
 
 # (key, header) in display order.
@@ -63,12 +64,15 @@ def _text(cell: Cell) -> Text:
     return Text(cell[0], style=cell[1])
 
 
-class RequestTable(RefreshesHeld, ContentKeyedDataTable[Text]):
+class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
     """Requests in submission order; `show(view)` diffs against what is on screen."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._shown: dict[str, tuple[Cell, ...]] = {}
+        # The view each row was drawn from: the engine hands out the same view of a finished
+        # request until it changes, so thousands of finished rows cost one `is` each.
+        self._drawn_from: dict[str, object] = {}
         # Widest text seen per column: DataTable re-measures a whole column when asked to
         # update widths, so ask only when a cell outgrows it (keeps 64-row refreshes cheap).
         self._widths: dict[str, int] = {}
@@ -124,10 +128,15 @@ class RequestTable(RefreshesHeld, ContentKeyedDataTable[Text]):
         for gone in [key for key in self._shown if key not in present]:
             self.remove_row(gone)
             del self._shown[gone]
+            self._drawn_from.pop(gone, None)
             changed = None
+        drawn_from = self._drawn_from
         for request_id in view.request_ids:
             request = view.request(request_id)
             assert request is not None
+            if drawn_from.get(request_id) is request:
+                continue
+            drawn_from[request_id] = request
             cells = request_cells(request)
             before = self._shown.get(request_id)
             if before is None:
