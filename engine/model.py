@@ -229,6 +229,10 @@ class TinyModel:
         self._buffers: dict[str, np.ndarray] = {}
         # Per padded buffer: batch slot -> (context key, rows of it the slot holds).
         self._filled: dict[str, dict[int, tuple[Hashable, int]]] = {}
+        # Per buffer: consecutive calls that used at most a quarter of it (see `_shrink`), and
+        # the forward call that last used it (one unused for long is dropped).
+        self._underused: dict[str, int] = {}
+        self._used_at: dict[str, int] = {}
 
     # -- parameters and identity -------------------------------------------------------------
 
@@ -398,14 +402,32 @@ class TinyModel:
     ) -> list[Rows]:
         """One counted forward call (the engine makes one per round for the target)."""
         self.forward_calls += 1
+        self._drop_idle_buffers()
         return self.compute_rows(batch, context)
 
+    def _drop_idle_buffers(self) -> None:
+        """Forget work buffers no forward used in the last SHRINK_AFTER: a long prefill's
+        padded contexts are not read again once its request decodes on the chain path."""
+        for name, used in list(self._used_at.items()):
+            if self.forward_calls - used > SHRINK_AFTER:
+                del self._used_at[name]
+                self._buffers.pop(name, None)
+                self._filled.pop(name, None)
+                self._underused.pop(name, None)
+
     def _scratch(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """A reusable work array (a view of a grow-only buffer). Rows a call does not write
-        keep finite values from earlier calls; every read of them is masked. Reusing the
-        memory avoids page-faulting fresh zeroed pages on every call."""
+        """A reusable work array: a view of a buffer that grows on demand and shrinks after
+        long underuse (`_shrink`). Rows a call does not write keep finite values from earlier
+        calls; every read of them is masked. Reusing the memory avoids page-faulting fresh
+        zeroed pages on every call."""
+        self._used_at[name] = self.forward_calls
         buffer = self._buffers.get(name)
-        if buffer is None or any(have < need for have, need in zip(buffer.shape, shape)):
+        fits = buffer is not None and all(have >= n for have, n in zip(buffer.shape, shape))
+        if buffer is not None and fits and 4 * math.prod(shape) <= buffer.size:
+            buffer = self._shrink(name, buffer, shape)
+        else:
+            self._underused.pop(name, None)
+        if buffer is None or not fits:
             # Grow a short dimension to twice what is needed: a context gains rows every
             # round, and a fresh buffer costs page faults on first touch. The old contents
             # move along, so the padded rows `_padded_globals` keeps stay valid (no round has
@@ -421,11 +443,38 @@ class TinyModel:
             buffer = self._buffers[name] = fresh
         return buffer[tuple(slice(0, need) for need in shape)]
 
+    def _shrink(self, name: str, buffer: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """The buffer, or after SHRINK_AFTER calls in a row that used at most a quarter of
+        it, a copy with room for twice what they need. One long request in a big batch grows
+        the padded buffer to batch x its context; without this, that memory (hundreds of MB)
+        stayed for the rest of the process. The wait keeps a batch whose sizes come and go
+        from reallocating every round."""
+        calls = self._underused[name] = self._underused.get(name, 0) + 1
+        smaller = tuple(min(have, 2 * need) for have, need in zip(buffer.shape, shape))
+        if calls < SHRINK_AFTER or 2 * math.prod(smaller) > buffer.size:
+            return buffer
+        del self._underused[name]
+        fresh = np.zeros(smaller)
+        fresh[...] = buffer[tuple(slice(0, n) for n in smaller)]
+        # Padded rows kept for batch slots (dimension 0) over their first rows (dimension 2)
+        # stay valid where the copy holds them.
+        filled = self._filled.get(name)
+        if filled is not None:
+            slots, rows = smaller[0], smaller[2]
+            for slot in [slot for slot in filled if slot >= slots]:
+                del filled[slot]
+            for slot, (key, count) in filled.items():
+                filled[slot] = (key, min(count, rows))
+        self._buffers[name] = fresh
+        return fresh
+
     def reset_scratch(self) -> None:
         """Forget the work buffers (after a failed or non-finite forward: masked padding is
         added to, so a NaN left in a buffer would leak into later, healthy batches)."""
         self._buffers.clear()
         self._filled.clear()
+        self._underused.clear()
+        self._used_at.clear()
 
     def _padded_globals(self, name: str, batch: list[RowBatchItem], rows: int) -> np.ndarray:
         """(B, 4, rows, W) planes of every item's stored rows, in a reusable buffer.
@@ -888,6 +937,9 @@ WINDOW_CALL_SCORES = 5_000
 CAUSAL_BLOCK_ROWS = 32
 CAUSAL_BLOCK_MIN_QUERIES = 256
 PADDED_ROWS = 256  # padded batch contexts start with room for this many rows
+# A work buffer shrinks after this many calls in a row that use at most a quarter of it, and
+# is dropped after this many forwards that do not use it.
+SHRINK_AFTER = 32
 
 
 def _last_rows(rows: Rows | Stored, count: int) -> Rows | Stored:

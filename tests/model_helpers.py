@@ -9,11 +9,17 @@ from engine.rows import RowBatchItem, Rows
 
 
 def chain_item(
-    model: TinyModel, tokens: tuple[int, ...], stored: int, *, context_key: object = None
+    model: TinyModel,
+    tokens: tuple[int, ...],
+    stored: int,
+    *,
+    context_key: object = None,
+    full: Rows | None = None,
 ) -> tuple[RowBatchItem, Rows]:
     """Positions [stored, len(tokens)) as one chain against the full rows of [0, stored), and
-    the full rows of `tokens` (what the new rows must equal)."""
-    full = model.full_forward(tuple(tokens))
+    the full rows of `tokens` (what the new rows must equal; `full` if already computed)."""
+    if full is None:
+        full = model.full_forward(tuple(tokens))
     local_start = max(0, stored - model.window + 1)
     n = len(tokens)
     item = RowBatchItem(

@@ -13,7 +13,11 @@ non-finite rows in the middle of a round.
 from __future__ import annotations
 
 import dataclasses
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -34,6 +38,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from model_helpers import chain_item, max_difference
 
+import engine.model as model_module
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.rows import RowBatchItem, Rows
 
@@ -67,6 +72,25 @@ def level_item(first: RowBatchItem, rows: Rows, sequence: list[int], new: int) -
     )
 
 
+@contextmanager
+def work_buffers(mode: str) -> Iterator[None]:
+    """ "shrunk at once": every work buffer shrinks on its first underused call and is dropped
+    after one forward without use, so the rows kept across calls move between buffers all the
+    time (see `TinyModel._shrink`). "kept": as the engine runs."""
+    if mode == "kept":
+        yield
+        return
+    with (
+        patch.object(model_module, "SHRINK_AFTER", 1),
+        patch.object(model_module, "PADDED_ROWS", 1),
+    ):
+        yield
+
+
+BUFFER_MODES = ["kept", "shrunk at once"]
+
+
+@pytest.mark.parametrize("buffers", BUFFER_MODES)
 @settings(max_examples=50, **COMMON)
 @given(
     window=st.sampled_from([1, 2, 3, 40]),
@@ -76,7 +100,7 @@ def level_item(first: RowBatchItem, rows: Rows, sequence: list[int], new: int) -
     data=st.data(),
 )
 def test_keyed_contexts_reused_across_calls_equal_full_recompute(
-    window: int, sequences: list[list[int]], data: st.DataObject
+    buffers: str, window: int, sequences: list[list[int]], data: st.DataObject
 ) -> None:
     """Calls that reuse `context_key`s the way the engine does (a context only grows under one
     key; a rewrite takes a new key) while the batch reorders, shrinks and grows, with and
@@ -85,43 +109,45 @@ def test_keyed_contexts_reused_across_calls_equal_full_recompute(
     oracle = TinyModel(seed=len(sequences), window=window, width=8, depth=2)  # no buffers
     rewrites = [0] * len(sequences)
     stored = [data.draw(st.integers(1, len(s) - 1)) for s in sequences]
-    for _ in range(data.draw(st.integers(3, 10))):
-        order = data.draw(st.permutations(range(len(sequences))))
-        batch = order[: data.draw(st.integers(1, len(order)))]
-        new = data.draw(st.integers(1, 3))
-        more = data.draw(st.integers(1, 2))
-        for i in batch:  # room for this call's rows: extend with arbitrary tokens
-            while len(sequences[i]) < stored[i] + new + more:
-                sequences[i].append((7 * i + len(sequences[i])) % 32)
-        items, fulls = [], []
-        for i in batch:
-            item, full = chain_item(
-                oracle,
-                tuple(sequences[i][: stored[i] + new]),
-                stored[i],
-                context_key=("seq", i, rewrites[i]),
-            )
-            items.append(item)
-            fulls.append(full)
-        shared = data.draw(st.booleans())
-        context = model.batch_context(items, tail=new + more + 1) if shared else None
-        outputs = model.compute_rows(items, context)
-        for i, out, full in zip(batch, outputs, fulls):
-            assert max_difference(out.data, full.data[stored[i] :]) < TOLERANCE
-        levels = [
-            level_item(item, out, sequences[i], more) for i, item, out in zip(batch, items, outputs)
-        ]
-        for i, out in zip(batch, model.compute_rows(levels, context)):
-            start = stored[i] + new
-            expected = oracle.full_forward(tuple(sequences[i][: start + more])).data[start:]
-            assert max_difference(out.data, expected) < TOLERANCE
-        for i in batch:
-            if data.draw(st.integers(0, 5)) == 0 and stored[i] > 1:  # a rollback: new key
-                stored[i] = data.draw(st.integers(1, stored[i] - 1))
-                del sequences[i][stored[i] + 1 :]
-                rewrites[i] += 1
-            else:
-                stored[i] += data.draw(st.integers(0, new + more))
+    with work_buffers(buffers):
+        for _ in range(data.draw(st.integers(3, 10))):
+            order = data.draw(st.permutations(range(len(sequences))))
+            batch = order[: data.draw(st.integers(1, len(order)))]
+            new = data.draw(st.integers(1, 3))
+            more = data.draw(st.integers(1, 2))
+            for i in batch:  # room for this call's rows: extend with arbitrary tokens
+                while len(sequences[i]) < stored[i] + new + more:
+                    sequences[i].append((7 * i + len(sequences[i])) % 32)
+            items, fulls = [], []
+            for i in batch:
+                item, full = chain_item(
+                    oracle,
+                    tuple(sequences[i][: stored[i] + new]),
+                    stored[i],
+                    context_key=("seq", i, rewrites[i]),
+                )
+                items.append(item)
+                fulls.append(full)
+            shared = data.draw(st.booleans())
+            context = model.batch_context(items, tail=new + more + 1) if shared else None
+            outputs = model.forward_rows(items, context)
+            for i, out, full in zip(batch, outputs, fulls):
+                assert max_difference(out.data, full.data[stored[i] :]) < TOLERANCE
+            levels = [
+                level_item(item, out, sequences[i], more)
+                for i, item, out in zip(batch, items, outputs)
+            ]
+            for i, out in zip(batch, model.forward_rows(levels, context)):
+                start = stored[i] + new
+                expected = oracle.full_forward(tuple(sequences[i][: start + more])).data[start:]
+                assert max_difference(out.data, expected) < TOLERANCE
+            for i in batch:
+                if data.draw(st.integers(0, 5)) == 0 and stored[i] > 1:  # a rollback: new key
+                    stored[i] = data.draw(st.integers(1, stored[i] - 1))
+                    del sequences[i][stored[i] + 1 :]
+                    rewrites[i] += 1
+                else:
+                    stored[i] += data.draw(st.integers(0, new + more))
 
 
 @pytest.mark.parametrize("mode", ["mask", "compact"])
@@ -458,6 +484,25 @@ def test_interleavings_over_contexts_of_different_lengths_stay_exact(
     """Requests of very different lengths share rounds, so padded contexts are ragged, and a
     request finishing, being deferred, preempted, cancelled or rolled back shifts the others
     to other batch slots between rounds."""
+    run_interleaving(setup, first, operations)
+
+
+@settings(max_examples=50, **COMMON)
+@given(
+    setup=SETUPS,
+    first=st.lists(st.tuples(PROMPT, st.integers(1, 10)), min_size=2, max_size=5),
+    operations=st.lists(OPERATION, min_size=8, max_size=30),
+)
+def test_interleavings_stay_exact_while_work_buffers_shrink_and_go(
+    setup: Setup, first: list[tuple[list[int], int]], operations: list[tuple[Any, ...]]
+) -> None:
+    with work_buffers("shrunk at once"):
+        run_interleaving(setup, first, operations)
+
+
+def run_interleaving(
+    setup: Setup, first: list[tuple[list[int], int]], operations: list[tuple[Any, ...]]
+) -> None:
     clock = TrippingClock()
     engine = setup.build(clock)
     for prompt, max_tokens in first:
@@ -502,6 +547,94 @@ def test_interleavings_over_contexts_of_different_lengths_stay_exact(
             check_live_prefixes(engine)
         check_block_invariants(engine)
     drain(engine, max_steps=800)
+    check_all_finished(engine)
+
+
+def test_a_work_buffer_no_forward_uses_goes_and_comes_back_exact() -> None:
+    model = TinyModel(seed=2)
+    oracle = TinyModel(seed=2)
+    tokens = tuple(i % 32 for i in range(1408))
+    full = oracle.full_forward(tokens)
+    # Chains of one and two rows: not one shape, so they take the padded "globals" path.
+    longs = [
+        chain_item(oracle, tokens[: 1400 + i], 1399 + i - i % 2, context_key=i, full=full)[0]
+        for i in range(8)
+    ]
+    short, _ = chain_item(oracle, tokens[:12], 11)
+    tracemalloc.start()
+    try:
+        model.forward_rows(longs)
+        grown, _ = tracemalloc.get_traced_memory()
+        for _ in range(model_module.SHRINK_AFTER + 1):  # decode steps: no padded buffer
+            model.forward_rows([short])
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert grown > 5e6  # 8 x 4 planes x 1407 rows x 16 x 8 bytes
+    assert after < 1e6, (grown, after)
+    # The kept rows went with the buffer: the same keys gather their contexts again.
+    for item, rows in zip(longs, model.forward_rows(longs)):
+        assert max_difference(rows.data, full.data[item.positions]) < TOLERANCE
+
+
+@pytest.mark.parametrize("between", ["two short contexts", "no padded call"])
+def test_rows_kept_for_batch_slots_survive_a_shrink_and_a_regrow(between: str) -> None:
+    # Five 40-row contexts are padded and kept. Two short ones then shrink the buffer to
+    # 4 slots x 10 rows: slots 2-3 keep 10 of their rows, slot 4 none. (With no padded call
+    # for two forwards, the buffer goes.) The five come back with the same keys.
+    model = TinyModel(seed=4, width=8, depth=2)
+    oracle = TinyModel(seed=4, width=8, depth=2)
+    tokens = tuple((5 * i) % 32 for i in range(48))
+    full = oracle.full_forward(tokens)
+    fives = [
+        chain_item(oracle, tokens[: 41 + i], 40 + i, context_key=i, full=full)[0] for i in range(5)
+    ]
+    shorts = [chain_item(oracle, tokens[:5], 4, context_key=f"short {i}")[0] for i in range(2)]
+    with work_buffers("shrunk at once"):
+        model.forward_rows(fives)
+        if between == "two short contexts":
+            model.forward_rows(shorts)
+        else:
+            model.forward_rows(shorts[:1])  # a lone decode step pads nothing
+            model.forward_rows(shorts[:1])
+        for item, rows in zip(fives, model.forward_rows(fives)):
+            assert max_difference(rows.data, full.data[item.positions]) < TOLERANCE
+
+
+def rounds_traced(long_prompt: int) -> tuple[int, int, Engine]:
+    """Traced memory after a long prompt's first rounds among 16 short requests, and again
+    SHRINK_AFTER + 2 rounds after it was cancelled; and the engine."""
+    tracemalloc.start()
+    try:
+        engine = Engine(
+            TinyModel(seed=3),
+            config=EngineConfig(max_active=17, num_blocks=400, block_size=16),
+            clock=ManualClock(),
+        )
+        for i in range(16):
+            engine.submit([i, 1, 2, 3], max_tokens=2 * model_module.SHRINK_AFTER + 8)
+        long = engine.submit([i % 32 for i in range(long_prompt)], max_tokens=8)
+        for _ in range(3):
+            engine.step()
+        grown, _ = tracemalloc.get_traced_memory()
+        engine.cancel(long)
+        for _ in range(model_module.SHRINK_AFTER + 2):
+            engine.step()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return grown, after, engine
+
+
+def test_work_buffers_give_memory_back_after_a_long_request_leaves_the_batch() -> None:
+    # One long prompt among short requests grows the padded buffer to batch x its context
+    # (16 x 4 planes x 2402 rows x 16 x 8 bytes = 20 MB); after it has gone, the buffer
+    # shrinks back to what the same engine holds when it never saw the long prompt.
+    grown, after, engine = rounds_traced(1200)
+    _, plain, _ = rounds_traced(1)
+    assert grown - plain > 10e6, (grown, plain)
+    assert after - plain < 3e6, (after, plain)
+    drain(engine)
     check_all_finished(engine)
 
 
