@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -238,6 +239,55 @@ def test_undo_rewinds_cancels_and_submissions_made_after_the_step() -> None:
     assert engine.snapshot() == before
     drain(engine)
     check_all_finished(engine)
+
+
+@pytest.mark.parametrize(("draft", "config"), [c for c in CONFIGS if "undo_depth" not in c[1]])
+@pytest.mark.parametrize("count", [1, 3, 6])
+def test_undo_rewinds_rollbacks_made_after_the_step(
+    draft: str, config: dict[str, Any], count: int
+) -> None:
+    # Undo history shares each request's token list (see _Checkpoint.lengths): a rollback
+    # that cut into the part the checkpoint saw must not reach the checkpoint's copy.
+    engine = busy_engine(draft, config)
+    for _ in range(3):
+        engine.step()
+    before = engine.snapshot()
+    engine.step()
+    for view in engine.snapshot()["requests"]:
+        if view["can_rollback"]:
+            engine.rollback(view["id"], count)
+    engine.undo()
+    assert engine.snapshot() == before
+    drain(engine)
+    check_all_finished(engine)
+
+
+def history_growth_per_round(prompt_length: int) -> float:
+    """Traced bytes each round adds with undo history on, 8 requests of `prompt_length`."""
+    engine = Engine(
+        TinyModel(seed=3),
+        config=EngineConfig(max_active=8, num_blocks=1200, block_size=16, undo_depth=1000),
+        clock=ManualClock(),
+    )
+    for i in range(8):
+        engine.submit([(i + j) % 32 for j in range(prompt_length)], max_tokens=60)
+    for _ in range(3):
+        engine.step()
+    tracemalloc.start()
+    try:
+        start, _ = tracemalloc.get_traced_memory()
+        for _ in range(40):
+            engine.step()
+        end, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return (end - start) / 40
+
+
+def test_undo_history_does_not_copy_every_requests_tokens_each_round() -> None:
+    # Copying 8 token lists of 2000 would add 8 x 1900 x 8 bytes per round over short ones.
+    longer = history_growth_per_round(2000) - history_growth_per_round(100)
+    assert longer < 8 * 1900 * 8 / 4, longer
 
 
 def test_undo_restores_cache_entries_and_their_expiry() -> None:
