@@ -388,6 +388,26 @@ class Engine:
             },
         }
 
+    def pending_positions(self) -> int:
+        """Positions the next round computes before its first token, at most: the rows not
+        stored yet of the requests it would admit (a cached prefix may cover part of a new
+        prompt). A viewer can tell a long prefill from a decode step before running it."""
+        cap = self._batch_cap()
+        resident = sum(self.requests[i].status == "running" for i in self._queue)
+        total = taken = 0
+        for request_id in self._queue:  # admitted as `_admit` does, without admitting
+            request = self.requests[request_id]
+            if taken == cap:
+                break
+            if request.status != "running":
+                if resident >= self.config.max_active:
+                    continue
+                resident += 1
+            taken += 1
+            stored = min(self._cursor(request, "target")) if request.table else 0
+            total += len(request.tokens) - stored
+        return total
+
     def committed_state(self, request_id: str) -> State:
         """The request's committed arrays, comparable with the oracle's `.state`."""
         request = self._get(request_id)
@@ -663,10 +683,14 @@ class Engine:
             return
         self._verify_and_commit(plans, now)
 
-    def _admit(self, now: float) -> list[Request]:
+    def _batch_cap(self) -> int:
         cap = min(self.config.max_active, self.config.max_batch_tokens)
         if self.config.cost_curve:
             cap = min(cap, self.config.cost_curve[-1][0])
+        return cap
+
+    def _admit(self, now: float) -> list[Request]:
+        cap = self._batch_cap()
         batch: list[Request] = []
         # At most max_active requests hold KV at once: one that is not running yet waits for a
         # place (in its queue position), or round-robin would admit every queued request in

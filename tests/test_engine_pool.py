@@ -306,3 +306,33 @@ def test_a_long_queue_waits_its_turn_instead_of_thrashing_the_pool() -> None:
     # First come, first served: the first eight finish before any of the last eight.
     assert max(finished_at[i] for i in ids[:8]) < min(finished_at[i] for i in ids[-8:])
     assert len(check_all_finished(engine)) == 32
+
+
+@pytest.mark.parametrize("max_active", [1, 3, 8])
+@pytest.mark.parametrize("num_blocks", [12, 400])
+def test_pending_positions_is_what_the_next_round_computes_at_most(
+    max_active: int, num_blocks: int
+) -> None:
+    # Greedy, so a round computes exactly the rows its requests lack: as many as announced,
+    # fewer only when a cached prefix covered some or a request had to wait for space.
+    config = EngineConfig(max_active=max_active, num_blocks=num_blocks, block_size=4)
+    engine = Engine(TinyModel(seed=2), config=config, clock=ManualClock())
+    rng = random.Random(max_active * num_blocks)
+    for length in (30, 3, 17, 9, 30, 1, 12):
+        engine.submit([rng.randrange(32) for _ in range(length)], max_tokens=5)
+    engine.submit([1, 2, 3, 4, 5, 6, 7, 8], max_tokens=3)
+    engine.submit([1, 2, 3, 4, 5, 6, 7, 8, 9], max_tokens=3)  # reuses the one before's prefix
+    exact_rounds = 0
+    while not engine.idle:
+        announced = engine.pending_positions()
+        before = engine.snapshot()["metrics"]["work"]["encoder_rows"]
+        events = engine.step()
+        computed = engine.snapshot()["metrics"]["work"]["encoder_rows"] - before
+        assert computed <= announced
+        reused = any(e["kind"] == "restore" and e.get("reused_positions") for e in events)
+        if not reused and not any(e["kind"] in ("deferred", "preempt") for e in events):
+            assert computed == announced
+            exact_rounds += 1
+    assert exact_rounds > 0
+    assert engine.pending_positions() == 0
+    check_all_finished(engine)
