@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -24,6 +25,7 @@ from textual.worker import Worker, WorkerState
 
 from engine import Engine
 
+from .background_round import RoundComputed, compute_round
 from .commands import ClosingOncePalette, DebuggerCommands, PaletteAction
 from .describe import error_message, plural
 from .export import DEFAULT_EXPORT_DIR, export_all, free_stem, safe_name, write_atomically
@@ -34,7 +36,7 @@ from .session import Session
 from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTable, StatusBar
 from .widgets.footer import KeyFooter
 from .widgets.status import DescriptionLine
-from .widgets.view import View
+from .widgets.view import ComputingRound, View
 
 # A keypress at 64 active requests allocates tens of thousands of short-lived objects (the
 # snapshot view, strips, segments). At CPython's default young-generation threshold (700)
@@ -127,6 +129,9 @@ class DebuggerApp(App[None]):
     VERTICAL_BREAKPOINTS: ClassVar = [(0, "-short"), (32, "-tall")]  # type: ignore[misc]
     AUTO_RUN_INTERVAL = 0.25  # seconds between auto-stepped rounds: slow enough to watch
     AUTO_RUN_LIMIT = 500  # rounds per `r` press, so a runaway scenario cannot spin forever
+    # A round that computes this many positions before its first token (a long prefill) runs
+    # on a thread, so the screen stays live: 4096 positions take ~0.2 s on this machine.
+    BACKGROUND_POSITIONS = 4096
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space,n", "step", "step", tooltip="Run one engine round", id="step"),
@@ -219,6 +224,7 @@ class DebuggerApp(App[None]):
         self._auto_shown_waiting: str | None = None  # what the header last said auto-run waits for
         self._exporting = False
         self._quit_after_export = False
+        self._computing: ComputingRound | None = None  # a round running on its own thread
         self._palette_opened = self._palette_ran = 0  # palette openings; the last that ran
         self._binding_states: tuple[bool | None, ...] = ()
         self._gc_threshold: tuple[int, ...] | None = None  # the process's, while we run
@@ -305,6 +311,14 @@ class DebuggerApp(App[None]):
     # -- the one refresh path -----------------------------------------------------------------
 
     def _build_view(self) -> View:
+        if self._computing is not None:
+            # The round's thread is changing the session: show what was there, and why.
+            return replace(
+                self.view,
+                computing=self._computing,
+                auto_running=self.auto_running,
+                auto_waiting=self.auto_waiting,
+            )
         if self.replay is not None:
             frame = self.replay.current
             position = ReplayPosition(
@@ -452,6 +466,8 @@ class DebuggerApp(App[None]):
             return None  # pausing is always possible
         if self._exporting and (action in MUTATING or action == "export"):
             return "an export is still being written"
+        if self._computing is not None and (action in MUTATING or action == "export"):
+            return self._computing.describe()
         request = self.view.request(self.selected_id)
         if action in ("step", "toggle_run") and not self._session.can_step():
             return "nothing to step: every request has finished and no scenario event is due"
@@ -494,20 +510,42 @@ class DebuggerApp(App[None]):
         try:
             operation()
             done = True
-        except ENGINE_ERRORS as error:
-            self.notify(error_message(error), title="Not done", severity="error")
         except Exception as error:  # the engine restores itself; the debugger must stay up
-            self.notify(
-                f"{type(error).__name__}: {error_message(error)}",
-                title="Engine failure (state restored)",
-                severity="error",
-                timeout=15,
-            )
+            self._report_failure(error)
         self.refresh_view()
         return done
 
+    def _report_failure(self, error: Exception) -> None:
+        if isinstance(error, ENGINE_ERRORS):
+            self.notify(error_message(error), title="Not done", severity="error")
+            return
+        self.notify(
+            f"{type(error).__name__}: {error_message(error)}",
+            title="Engine failure (state restored)",
+            severity="error",
+            timeout=15,
+        )
+
     def action_step(self) -> None:
-        self._mutate(self._session.step)
+        self._step()
+
+    def _step(self) -> bool:
+        """Run one round: here, or on its own thread when it is long (then True means
+        started, and `on_round_computed` reports how it ended)."""
+        positions = self.engine.pending_positions()
+        if positions < self.BACKGROUND_POSITIONS:
+            return self._mutate(self._session.step)
+        self._computing = ComputingRound(self.engine.tick + 1, positions)
+        compute_round(self._session, self._computing, self)
+        self.refresh_view()
+        return True
+
+    def on_round_computed(self, message: RoundComputed) -> None:
+        self._computing = None
+        if message.error is not None:
+            self._report_failure(message.error)
+            self._stop_auto_run()
+        self.refresh_view()
 
     def action_undo(self) -> None:
         # The engine rewinds to before the last round: what was done since goes too, so say it.
@@ -588,6 +626,8 @@ class DebuggerApp(App[None]):
         self._auto_shown_waiting = None
 
     def _auto_step(self) -> None:
+        if self._computing is not None:
+            return  # the round before is still being computed; the header says so
         waiting = self.auto_waiting  # a dialog is open or an export reads the session
         if waiting != self._auto_shown_waiting:  # the header says so, and when it is over
             self._auto_shown_waiting = waiting
@@ -606,7 +646,7 @@ class DebuggerApp(App[None]):
                 )
             return
         self._auto_steps += 1
-        if not self._mutate(self._session.step):
+        if not self._step():
             self._stop_auto_run()
             self.refresh_view()
 

@@ -95,6 +95,12 @@ def render_status(view: View, committed: Sequence[int]) -> Text:
         text.append(f" {replay.label}", style="magenta")
     else:
         text.append(" ● live ", style="bold reverse green")
+        if view.computing is not None:
+            computing = view.computing
+            text.append(
+                f" ◷ computing round {computing.round} · {computing.positions:,} positions ·",
+                style="bold yellow",
+            )
         if view.auto_waiting is not None:
             text.append(f" ⏸ auto · waits for the {view.auto_waiting} ·", style="bold yellow")
         elif view.auto_running:

@@ -26,12 +26,24 @@ class ReplayPosition:
 
 
 @dataclass(frozen=True)
+class ComputingRound:
+    """A round too long for the event loop, being computed on a thread of its own."""
+
+    round: int
+    positions: int  # rows it computes before its first token, at most
+
+    def describe(self) -> str:
+        return f"round {self.round} is still being computed ({self.positions:,} positions)"
+
+
+@dataclass(frozen=True)
 class View:
     snapshot: Mapping[str, Any]
     log: Sequence[Event]
     replay: ReplayPosition | None = None
     auto_running: bool = False
     auto_waiting: str | None = None  # what auto-run waits for before its next round
+    computing: ComputingRound | None = None  # a round being computed on its own thread
     # Ids in table order, computed once so every pane agrees on it.
     request_ids: tuple[str, ...] = field(init=False)
 
