@@ -457,6 +457,17 @@ async def test_undo_shortens_the_log_and_new_rounds_append_again() -> None:
         assert log.lines == [
             describe(e) for e in app.session.log() if e.get("request_id") == "request-2"
         ]
+        # Lines described while filtered, and those described before, make up the whole log
+        # again when the filter goes: none stale, none missing, in order.
+        await pilot.press("space", "space", "f")
+        assert log.filter_id is None
+        assert log.lines == described(app)
+        await pilot.press("u", "f")
+        assert log.lines == [
+            describe(e) for e in app.session.log() if e.get("request_id") == "request-2"
+        ]
+        await pilot.press("u", "c", "f")  # other events where the undone ones were
+        assert log.lines == described(app)
 
 
 GLYPHS = {mark.symbol for mark in BLOCK_MARKS.values()}
