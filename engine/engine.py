@@ -389,9 +389,10 @@ class Engine:
         }
 
     def pending_positions(self) -> int:
-        """Positions the next round computes before its first token, at most: the rows not
-        stored yet of the requests it would admit (a cached prefix may cover part of a new
-        prompt). A viewer can tell a long prefill from a decode step before running it."""
+        """Rows the next round computes before its first token, at most: those not stored
+        yet of the requests it would admit, for each model that stores rows (a cached prefix
+        may cover part of a new prompt). A viewer can tell a long prefill from a decode step
+        before running it."""
         cap = self._batch_cap()
         resident = sum(self.requests[i].status == "running" for i in self._queue)
         total = taken = 0
@@ -403,9 +404,12 @@ class Engine:
                 if resident >= self.config.max_active:
                     continue
                 resident += 1
+            if request.remaining <= 0:
+                continue  # finished on admission, without a place in the batch
             taken += 1
-            stored = min(self._cursor(request, "target")) if request.table else 0
-            total += len(request.tokens) - stored
+            for role in self.kv_models:
+                stored = min(self._cursor(request, role)) if request.table else 0
+                total += len(request.tokens) - stored
         return total
 
     def committed_state(self, request_id: str) -> State:
@@ -454,6 +458,7 @@ class Engine:
             if request.status == "finished":
                 request = request.copy()  # finished objects are shared with the history
                 self.requests[request_id] = request
+                self._finished_views.pop(request_id, None)  # it would keep the old object
                 request.status, request.finish_reason, request.error = "queued", None, None
                 request.final = None
                 self._order.remove(request_id)

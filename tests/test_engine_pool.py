@@ -320,6 +320,7 @@ def test_pending_positions_is_what_the_next_round_computes_at_most(
     rng = random.Random(max_active * num_blocks)
     for length in (30, 3, 17, 9, 30, 1, 12):
         engine.submit([rng.randrange(32) for _ in range(length)], max_tokens=5)
+    engine.submit([5, 5, 5, 5, 5], max_tokens=0)  # finished on admission: takes no place
     engine.submit([1, 2, 3, 4, 5, 6, 7, 8], max_tokens=3)
     engine.submit([1, 2, 3, 4, 5, 6, 7, 8, 9], max_tokens=3)  # reuses the one before's prefix
     exact_rounds = 0
@@ -335,4 +336,24 @@ def test_pending_positions_is_what_the_next_round_computes_at_most(
             exact_rounds += 1
     assert exact_rounds > 0
     assert engine.pending_positions() == 0
+    check_all_finished(engine)
+
+
+def test_pending_positions_counts_the_rows_an_independent_draft_still_lacks() -> None:
+    # A draft with its own KV catches up on every prompt the round after the target did.
+    target = TinyModel(seed=2)
+    draft = TinyModel(seed=9, depth=1, vocab_size=target.vocab_size)
+    config = EngineConfig(max_active=4, num_blocks=400, block_size=4)
+    engine = Engine(target, draft, config=config, clock=ManualClock())
+    for i in range(4):
+        engine.submit([i] * 50, max_tokens=6)
+    engine.step()  # the target's prefill; the draft waits for it
+    announced = engine.pending_positions()
+    before = engine.snapshot()["metrics"]["work"]
+    engine.step()
+    after = engine.snapshot()["metrics"]["work"]
+    catch_up = 4 * 51  # each prompt and its first token, in the draft
+    assert after["draft_rows"] - before["draft_rows"] >= catch_up
+    assert announced >= catch_up + 4  # and the target's one pending row each
+    drain(engine)
     check_all_finished(engine)
