@@ -242,6 +242,11 @@ class DebuggerApp(App[None]):
         return self._session.engine
 
     @property
+    def computing(self) -> ComputingRound | None:
+        """The round being computed on its own thread, if any (the session is its own then)."""
+        return self._computing
+
+    @property
     def auto_running(self) -> bool:
         return self._auto_timer is not None
 
@@ -515,7 +520,7 @@ class DebuggerApp(App[None]):
         self.refresh_view()
         return done
 
-    def _report_failure(self, error: Exception) -> None:
+    def _report_failure(self, error: BaseException) -> None:
         if isinstance(error, ENGINE_ERRORS):
             self.notify(error_message(error), title="Not done", severity="error")
             return

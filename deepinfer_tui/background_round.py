@@ -21,7 +21,7 @@ from .widgets.view import ComputingRound
 class RoundComputed(Message):
     """The background round has ended: `error` is what `Session.step()` raised, if anything."""
 
-    def __init__(self, computing: ComputingRound, error: Exception | None) -> None:
+    def __init__(self, computing: ComputingRound, error: BaseException | None) -> None:
         super().__init__()
         self.computing = computing
         self.error = error
@@ -31,11 +31,11 @@ def compute_round(session: Session, computing: ComputingRound, report_to: Messag
     """Run one session round on a daemon thread; `report_to` gets `RoundComputed` after."""
 
     def run() -> None:
-        error: Exception | None = None
+        error: BaseException | None = None
         try:
             session.step()
-        except Exception as failure:  # the engine restored itself; the app reports it
-            error = failure
+        except BaseException as failure:  # the engine restored itself; the app reports it
+            error = failure  # (an exit or interrupt too: the app must hear the round ended)
         with suppress(RuntimeError):  # the app closed meanwhile (its event loop is gone)
             report_to.post_message(RoundComputed(computing, error))
 

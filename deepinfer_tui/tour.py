@@ -36,6 +36,8 @@ async def step_until(
     assert isinstance(app, DebuggerApp)
     while app.session.can_step():
         await pilot.press("space")
+        while app.computing is not None:  # a long round, on its own thread
+            await pilot.pause(0.01)
         view = app.view  # what the keypress put on screen
         for request in view.snapshot["requests"]:
             if reached(request, view.tick):

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from app_helpers import make_app, messages, wait_until
 from engine_helpers import strip_clock
 
@@ -99,19 +100,23 @@ async def test_auto_run_of_background_rounds_ends_where_an_inline_run_does() -> 
         assert [e["kind"] for e in app.session.log()] == [e["kind"] for e in inline.log()]
 
 
-async def test_a_background_round_that_fails_is_reported_and_changes_nothing() -> None:
+@pytest.mark.parametrize("failure", [ZeroDivisionError, SystemExit])
+async def test_a_background_round_that_fails_is_reported_and_changes_nothing(
+    failure: type[BaseException],
+) -> None:
     app = every_round_in_background(make_app())
     engine = app.session.engine
 
     def failing_step() -> Any:
-        raise ZeroDivisionError("the round divided by zero")
+        raise failure("the round divided by zero")
 
     engine.step = failing_step  # type: ignore[method-assign]
     async with app.run_test(size=SIZE) as pilot:
         before = strip_clock(app.session.snapshot())
         await pilot.press("space")
         assert await wait_until(pilot, lambda: "computing" not in header(app))
-        assert messages(app)[-1] == "ZeroDivisionError: the round divided by zero"
+        assert messages(app)[-1] == f"{failure.__name__}: the round divided by zero"
+        assert app.computing is None and app.check_action("step", ()) is True
         assert strip_clock(app.session.snapshot()) == before
         assert app.session.operations == []
 
