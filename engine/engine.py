@@ -34,7 +34,7 @@ from .draft import (
     top_children,
 )
 from .kv import BlockPool
-from .model import State, TinyModel
+from .model import State, TinyModel, length_groups
 from .rows import BatchContext, FinishedRows, RowBatchItem, Rows, Stored
 
 Event = dict[str, Any]
@@ -793,7 +793,10 @@ class Engine:
         items = [self._draft_item(plan.request, role) for plan in active]
         # Room for every row this round can add, so later levels never regrow the context.
         tail = max(len(item.tokens) for item in items) + node_cap + 1
-        if self.draft_reads_target and self.config.draft_context is None:
+        context: BatchContext | None
+        if len(length_groups(items)) > 1:
+            context = None  # very different lengths: each forward pads its groups apart
+        elif self.draft_reads_target and self.config.draft_context is None:
             # The draft reads exactly the target's stored rows: pad them once for both models
             # (the draft sees the first layer's local columns of the same array).
             shared = self.target.batch_context(items, tail=tail)
@@ -856,7 +859,7 @@ class Engine:
             self._emit("draft", plan.request.request_id, **plan.tree.to_dict())
 
     def _draft_outputs(
-        self, plans: list[_Plan], items: list[RowBatchItem], context: BatchContext
+        self, plans: list[_Plan], items: list[RowBatchItem], context: BatchContext | None
     ) -> tuple[list[Rows], np.ndarray | None]:
         """A draft forward; a request whose draft fails finishes with an error (its rows are
         replaced by empty ones so the batch keeps its shape for the next level). Also returns

@@ -19,6 +19,7 @@ import hashlib
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -233,6 +234,7 @@ class TinyModel:
         # the forward call that last used it (one unused for long is dropped).
         self._underused: dict[str, int] = {}
         self._used_at: dict[str, int] = {}
+        self._group = ""  # the length group being computed: its buffers' name suffix
 
     # -- parameters and identity -------------------------------------------------------------
 
@@ -420,6 +422,7 @@ class TinyModel:
         long underuse (`_shrink`). Rows a call does not write keep finite values from earlier
         calls; every read of them is masked. Reusing the memory avoids page-faulting fresh
         zeroed pages on every call."""
+        name += self._group
         self._used_at[name] = self.forward_calls
         buffer = self._buffers.get(name)
         fits = buffer is not None and all(have >= n for have, n in zip(buffer.shape, shape))
@@ -488,7 +491,7 @@ class TinyModel:
         kept = any(item.encoder_length for item in batch)
         capacity = max(rows, PADDED_ROWS) if kept else rows
         padded = self._scratch(name, (len(batch), 4, capacity, width))[:, :, :rows]
-        filled = self._filled.setdefault(name, {})
+        filled = self._filled.setdefault(name + self._group, {})
         # Steady decoding reads one new row per item: those are gathered in one operation.
         single_items: list[int] = []
         single_rows: list[int] = []
@@ -596,7 +599,24 @@ class TinyModel:
     def compute_rows(
         self, batch: list[RowBatchItem], context: BatchContext | None = None
     ) -> list[Rows]:
-        """Compute the new rows of every item; long prefill chains go chunk by chunk."""
+        """Compute the new rows of every item; long prefill chains go chunk by chunk, and
+        items of very different lengths in groups of their own (see `length_groups`)."""
+        groups = length_groups(batch) if context is None else [list(range(len(batch)))]
+        if len(groups) == 1:
+            return self._compute_group(batch, context)
+        results: list[Rows | None] = [None] * len(batch)
+        for number, members in enumerate(groups):
+            # Each group pads its contexts in buffers of its own: they keep their rows.
+            self._group = f" #{number}" if number else ""
+            try:
+                outputs = self._compute_group([batch[i] for i in members], None)
+            finally:
+                self._group = ""
+            for i, rows in zip(members, outputs):
+                results[i] = rows
+        return results  # type: ignore[return-value]
+
+    def _compute_group(self, batch: list[RowBatchItem], context: BatchContext | None) -> list[Rows]:
         shape = _chain_shape(batch)
         if shape is not None:
             return self._chain_rows(batch, shape, context)
@@ -612,7 +632,7 @@ class TinyModel:
         results: list[Rows | None] = [None] * len(batch)
         rest = [i for i in range(len(batch)) if i not in long]
         if rest:
-            for i, rows in zip(rest, self.compute_rows([batch[i] for i in rest])):
+            for i, rows in zip(rest, self._compute_group([batch[i] for i in rest], None)):
                 results[i] = rows
         for i in long:
             results[i] = self._compute_chunked(batch[i])
@@ -940,6 +960,9 @@ PADDED_ROWS = 256  # padded batch contexts start with room for this many rows
 # A work buffer shrinks after this many calls in a row that use at most a quarter of it, and
 # is dropped after this many forwards that do not use it.
 SHRINK_AFTER = 32
+# Items of a batch whose context lengths differ this much are computed in separate groups.
+GROUP_RATIO = 4
+GROUP_ROWS = 512  # no group is cut off below this many rows: padding them costs little
 
 
 def _last_rows(rows: Rows | Stored, count: int) -> Rows | Stored:
@@ -1147,6 +1170,29 @@ def make_draft(
         frequency=source.frequency,
     )
     return draft
+
+
+def length_groups(batch: list[RowBatchItem]) -> list[list[int]]:
+    """The batch's items in groups of similar context length, each in batch order.
+
+    Padded attention costs every item the longest context in its batch: one 4000-row history
+    among 127 short ones made a decode round 10x slower. Sorted by length, the items are cut
+    where one is over GROUP_RATIO times the one before and longer than GROUP_ROWS; a batch of
+    like lengths stays one group (one forward), as a decode batch usually is."""
+    lengths = [item.encoder_length + len(item.tokens) for item in batch]
+    if max(lengths) <= max(GROUP_ROWS, GROUP_RATIO * min(lengths)):
+        return [list(range(len(batch)))]  # no two of them differ enough: no sort needed
+    order = sorted(range(len(batch)), key=lengths.__getitem__)
+    bounds = []  # the shortest length of every group after the first
+    for before, after in pairwise(order):
+        if lengths[after] > max(GROUP_ROWS, GROUP_RATIO * lengths[before]):
+            bounds.append(lengths[after])
+    if not bounds:
+        return [list(range(len(batch)))]
+    groups: list[list[int]] = [[] for _ in range(len(bounds) + 1)]
+    for index, length in enumerate(lengths):
+        groups[sum(length >= bound for bound in bounds)].append(index)
+    return groups
 
 
 def _chain_shape(batch: list[RowBatchItem]) -> tuple[int, int] | None:

@@ -38,6 +38,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from model_helpers import chain_item, max_difference
 
+import engine.engine as engine_module
 import engine.model as model_module
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.rows import RowBatchItem, Rows
@@ -76,18 +77,32 @@ def level_item(first: RowBatchItem, rows: Rows, sequence: list[int], new: int) -
 def work_buffers(mode: str) -> Iterator[None]:
     """ "shrunk at once": every work buffer shrinks on its first underused call and is dropped
     after one forward without use, so the rows kept across calls move between buffers all the
-    time (see `TinyModel._shrink`). "kept": as the engine runs."""
+    time (see `TinyModel._shrink`). "grouped by parity": a batch is computed in two groups,
+    its items of even and of odd length (see `length_groups`), so items move between groups
+    and their buffers as they grow. "kept": as the engine runs."""
     if mode == "kept":
         yield
-        return
-    with (
-        patch.object(model_module, "SHRINK_AFTER", 1),
-        patch.object(model_module, "PADDED_ROWS", 1),
-    ):
-        yield
+    elif mode == "grouped by parity":
+        with (
+            patch.object(model_module, "length_groups", groups_by_parity),
+            patch.object(engine_module, "length_groups", groups_by_parity),
+        ):
+            yield
+    else:
+        with (
+            patch.object(model_module, "SHRINK_AFTER", 1),
+            patch.object(model_module, "PADDED_ROWS", 1),
+        ):
+            yield
 
 
-BUFFER_MODES = ["kept", "shrunk at once"]
+BUFFER_MODES = ["kept", "shrunk at once", "grouped by parity"]
+
+
+def groups_by_parity(batch: list[RowBatchItem]) -> list[list[int]]:
+    lengths = [item.encoder_length + len(item.tokens) for item in batch]
+    groups = [[i for i, n in enumerate(lengths) if n % 2 == odd] for odd in (0, 1)]
+    return [group for group in groups if group]
 
 
 @pytest.mark.parametrize("buffers", BUFFER_MODES)
@@ -493,10 +508,14 @@ def test_interleavings_over_contexts_of_different_lengths_stay_exact(
     first=st.lists(st.tuples(PROMPT, st.integers(1, 10)), min_size=2, max_size=5),
     operations=st.lists(OPERATION, min_size=8, max_size=30),
 )
+@pytest.mark.parametrize("buffers", BUFFER_MODES[1:])
 def test_interleavings_stay_exact_while_work_buffers_shrink_and_go(
-    setup: Setup, first: list[tuple[list[int], int]], operations: list[tuple[Any, ...]]
+    buffers: str,
+    setup: Setup,
+    first: list[tuple[list[int], int]],
+    operations: list[tuple[Any, ...]],
 ) -> None:
-    with work_buffers("shrunk at once"):
+    with work_buffers(buffers):
         run_interleaving(setup, first, operations)
 
 
@@ -601,39 +620,77 @@ def test_rows_kept_for_batch_slots_survive_a_shrink_and_a_regrow(between: str) -
             assert max_difference(rows.data, full.data[item.positions]) < TOLERANCE
 
 
-def rounds_traced(long_prompt: int) -> tuple[int, int, Engine]:
+def rounds_traced(long_prompt: int, *, grouped: bool = True) -> tuple[int, int, Engine]:
     """Traced memory after a long prompt's first rounds among 16 short requests, and again
-    SHRINK_AFTER + 2 rounds after it was cancelled; and the engine."""
+    SHRINK_AFTER + 2 rounds after it was cancelled; and the engine. `grouped=False`: the
+    batch is never cut into length groups (so the long context pads every item)."""
     tracemalloc.start()
     try:
-        engine = Engine(
-            TinyModel(seed=3),
-            config=EngineConfig(max_active=17, num_blocks=400, block_size=16),
-            clock=ManualClock(),
-        )
-        for i in range(16):
-            engine.submit([i, 1, 2, 3], max_tokens=2 * model_module.SHRINK_AFTER + 8)
-        long = engine.submit([i % 32 for i in range(long_prompt)], max_tokens=8)
-        for _ in range(3):
-            engine.step()
-        grown, _ = tracemalloc.get_traced_memory()
-        engine.cancel(long)
-        for _ in range(model_module.SHRINK_AFTER + 2):
-            engine.step()
-        after, _ = tracemalloc.get_traced_memory()
+        with patch.object(model_module, "GROUP_ROWS", 512 if grouped else 10**9):
+            engine = Engine(
+                TinyModel(seed=3),
+                config=EngineConfig(max_active=17, num_blocks=400, block_size=16),
+                clock=ManualClock(),
+            )
+            for i in range(16):
+                engine.submit([i, 1, 2, 3], max_tokens=2 * model_module.SHRINK_AFTER + 8)
+            long = engine.submit([i % 32 for i in range(long_prompt)], max_tokens=8)
+            for _ in range(3):
+                engine.step()
+            grown, _ = tracemalloc.get_traced_memory()
+            engine.cancel(long)
+            for _ in range(model_module.SHRINK_AFTER + 2):
+                engine.step()
+            after, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     return grown, after, engine
 
 
 def test_work_buffers_give_memory_back_after_a_long_request_leaves_the_batch() -> None:
-    # One long prompt among short requests grows the padded buffer to batch x its context
-    # (16 x 4 planes x 2402 rows x 16 x 8 bytes = 20 MB); after it has gone, the buffer
-    # shrinks back to what the same engine holds when it never saw the long prompt.
-    grown, after, engine = rounds_traced(1200)
-    _, plain, _ = rounds_traced(1)
+    # Computed as one batch, one long prompt among short requests grows the padded buffer to
+    # batch x its context (16 x 4 planes x 2402 rows x 16 x 8 bytes = 20 MB); after it has
+    # gone, the buffer shrinks back to what the same engine holds when it never saw it.
+    grown, after, engine = rounds_traced(1200, grouped=False)
+    _, plain, _ = rounds_traced(1, grouped=False)
     assert grown - plain > 10e6, (grown, plain)
     assert after - plain < 3e6, (after, plain)
+    drain(engine)
+    check_all_finished(engine)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "groups"),
+    [
+        ([20, 30, 4000, 25], [[0, 1, 3], [2]]),  # one long history among short ones
+        ([600, 700, 650], [[0, 1, 2]]),  # like lengths: one forward
+        ([10, 400, 30], [[0, 1, 2]]),  # 40x apart, but padding 400 rows costs little
+        ([10, 2000, 600, 9000], [[0], [1, 2], [3]]),
+    ],
+)
+def test_length_groups_cut_only_where_padding_would_cost(
+    lengths: list[int], groups: list[list[int]]
+) -> None:
+    layout = TinyModel(seed=1).layout
+    batch = [
+        RowBatchItem(  # only the lengths matter: n stored rows, one new row
+            context=Rows(np.zeros((n, layout.size)), layout),
+            local=Rows.empty(layout),
+            local_positions=np.arange(0),
+            tokens=np.array([1]),
+            positions=np.array([n]),
+            parents=np.array([-1]),
+        )
+        for n in lengths
+    ]
+    assert model_module.length_groups(batch) == groups
+
+
+def test_a_long_context_is_computed_apart_from_short_ones() -> None:
+    # In length groups the short requests never pad to the long one's context.
+    apart, _, engine = rounds_traced(1200)
+    together, _, _ = rounds_traced(1200, grouped=False)
+    assert together - apart > 10e6, (together, apart)
     drain(engine)
     check_all_finished(engine)
 
