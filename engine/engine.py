@@ -1450,10 +1450,11 @@ class Engine:
             counters=dict(self.counters),
             trace_length=len(self.trace),
             lengths=lengths,
-            refcount=self.pool.refcount.copy(),
+            # Kept as int32 (counts and in-block offsets): half of each pool-sized copy.
+            refcount=self.pool.refcount.astype(np.int32),
             free=self.pool.free.copy(),
             block_hash=list(self.pool.block_hash),
-            sealed=self.pool.sealed.copy(),
+            sealed=self.pool.sealed.astype(np.int32),
             admissions=self._admissions,
         )
         return checkpoint
@@ -1493,10 +1494,10 @@ class Engine:
         self.cache = checkpoint.cache.copy()
         self.counters = dict(checkpoint.counters)
         del self.trace[checkpoint.trace_length :]
-        self.pool.refcount = checkpoint.refcount.copy()
+        self.pool.refcount = checkpoint.refcount.astype(np.int64)
         self.pool.free = checkpoint.free.copy()
         self.pool.block_hash = list(checkpoint.block_hash)
-        self.pool.sealed = checkpoint.sealed.copy()
+        self.pool.sealed = checkpoint.sealed.astype(np.int64)
         self._admissions = checkpoint.admissions
 
     def _trim_history(self, depth: int) -> None:
