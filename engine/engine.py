@@ -407,9 +407,14 @@ class Engine:
             if request.remaining <= 0:
                 continue  # finished on admission, without a place in the batch
             taken += 1
-            for role in self.kv_models:
-                stored = min(self._cursor(request, role)) if request.table else 0
-                total += len(request.tokens) - stored
+            missing = {
+                role: len(request.tokens)
+                - (min(self._cursor(request, role)) if request.table else 0)
+                for role in self.kv_models
+            }
+            total += missing["target"]
+            if missing["target"] <= 1:  # a draft of its own catches up once the target has
+                total += missing.get("draft", 0)
         return total
 
     def committed_state(self, request_id: str) -> State:
@@ -939,6 +944,9 @@ class Engine:
             earlier_positions=earlier_positions,
             earlier_parents=earlier_parents,
             earlier_full=full,
+            # The first level's stored rows: a level padded apart (length groups, no shared
+            # context) keeps them instead of copying the whole history again.
+            context_key=item.context_key,
         )
 
     def _catch_up_item(self, request: Request, role: str) -> RowBatchItem:

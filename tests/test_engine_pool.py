@@ -347,7 +347,8 @@ def test_pending_positions_counts_the_rows_an_independent_draft_still_lacks() ->
     engine = Engine(target, draft, config=config, clock=ManualClock())
     for i in range(4):
         engine.submit([i] * 50, max_tokens=6)
-    engine.step()  # the target's prefill; the draft waits for it
+    assert engine.pending_positions() == 4 * 50  # the target's prefill; the draft waits for it
+    engine.step()
     announced = engine.pending_positions()
     before = engine.snapshot()["metrics"]["work"]
     engine.step()
