@@ -605,9 +605,9 @@ class TinyModel:
         if len(groups) == 1:
             return self._compute_group(batch, context)
         results: list[Rows | None] = [None] * len(batch)
-        for number, members in enumerate(groups):
+        for members, suffix in zip(groups, _group_suffixes(batch, groups)):
             # Each group pads its contexts in buffers of its own: they keep their rows.
-            self._group = f" #{number}" if number else ""
+            self._group = suffix
             try:
                 outputs = self._compute_group([batch[i] for i in members], None)
             finally:
@@ -1193,6 +1193,23 @@ def length_groups(batch: list[RowBatchItem]) -> list[list[int]]:
     for index, length in enumerate(lengths):
         groups[sum(length >= bound for bound in bounds)].append(index)
     return groups
+
+
+def _group_suffixes(batch: list[RowBatchItem], groups: list[list[int]]) -> list[str]:
+    """Work-buffer names for the groups, stable while groups come and go: the largest group
+    keeps the batch's own buffers (a long request joining many short ones moves none of
+    theirs), the others are named by their longest context's power of 4 (length groups are
+    over 4x apart, so two never share one). Numbered if two would: sharing stays exact (the
+    kept-rows records go with the buffer) but the groups would overwrite each other's rows."""
+    largest = max(range(len(groups)), key=lambda g: len(groups[g]))
+    longest = [max(batch[i].encoder_length + len(batch[i].tokens) for i in g) for g in groups]
+    suffixes = [
+        "" if number == largest else f" ~{int(math.log(longest[number], 4))}"
+        for number in range(len(groups))
+    ]
+    if len(set(suffixes)) < len(suffixes):
+        suffixes = [f" #{number}" if number else "" for number in range(len(groups))]
+    return suffixes
 
 
 def _chain_shape(batch: list[RowBatchItem]) -> tuple[int, int] | None:

@@ -77,15 +77,16 @@ def level_item(first: RowBatchItem, rows: Rows, sequence: list[int], new: int) -
 def work_buffers(mode: str) -> Iterator[None]:
     """ "shrunk at once": every work buffer shrinks on its first underused call and is dropped
     after one forward without use, so the rows kept across calls move between buffers all the
-    time (see `TinyModel._shrink`). "grouped by parity": a batch is computed in two groups,
-    its items of even and of odd length (see `length_groups`), so items move between groups
-    and their buffers as they grow. "kept": as the engine runs."""
+    time (see `TinyModel._shrink`). "grouped by length mod 3": a batch is computed in up to
+    three groups of like lengths modulo 3 (see `length_groups`), so items move between groups
+    and their buffers as they grow, and groups share a power of 4. "kept": as the engine
+    runs."""
     if mode == "kept":
         yield
-    elif mode == "grouped by parity":
+    elif mode == "grouped by length mod 3":
         with (
-            patch.object(model_module, "length_groups", groups_by_parity),
-            patch.object(engine_module, "length_groups", groups_by_parity),
+            patch.object(model_module, "length_groups", groups_by_length_mod_3),
+            patch.object(engine_module, "length_groups", groups_by_length_mod_3),
         ):
             yield
     else:
@@ -96,12 +97,12 @@ def work_buffers(mode: str) -> Iterator[None]:
             yield
 
 
-BUFFER_MODES = ["kept", "shrunk at once", "grouped by parity"]
+BUFFER_MODES = ["kept", "shrunk at once", "grouped by length mod 3"]
 
 
-def groups_by_parity(batch: list[RowBatchItem]) -> list[list[int]]:
+def groups_by_length_mod_3(batch: list[RowBatchItem]) -> list[list[int]]:
     lengths = [item.encoder_length + len(item.tokens) for item in batch]
-    groups = [[i for i, n in enumerate(lengths) if n % 2 == odd] for odd in (0, 1)]
+    groups = [[i for i, n in enumerate(lengths) if n % 3 == rest] for rest in range(3)]
     return [group for group in groups if group]
 
 
