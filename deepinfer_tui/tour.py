@@ -28,6 +28,9 @@ async def select(pilot: Pilot[None], request_id: str) -> None:
         await pilot.press("down" if table.cursor_row < target else "up")
 
 
+ROUND_WAIT_PAUSES = 6000  # of 10 ms: a minute
+
+
 async def step_until(
     pilot: Pilot[None], reached: Callable[[Mapping[str, Any], int], bool]
 ) -> Mapping[str, Any]:
@@ -36,8 +39,12 @@ async def step_until(
     assert isinstance(app, DebuggerApp)
     while app.session.can_step():
         await pilot.press("space")
-        while app.computing is not None:  # a long round, on its own thread
+        for _ in range(ROUND_WAIT_PAUSES):  # a long round runs on its own thread
+            if app.computing is None:
+                break
             await pilot.pause(0.01)
+        else:
+            raise RuntimeError("a background round did not end within a minute")
         view = app.view  # what the keypress put on screen
         for request in view.snapshot["requests"]:
             if reached(request, view.tick):
