@@ -13,6 +13,8 @@ a Textual that lacks them, or with any row of automatic or multi-line height, it
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from textual.widgets import DataTable
@@ -29,76 +31,73 @@ class StableRowOrder(DataTable[Any]):
     def __init__(self, **kwargs: Any) -> None:
         self._structure = 0  # bumped before and after every change to the rows' order
         self._single_line_rows = True  # False once a row of another height is added
-        self._ordered: tuple[tuple[int, int], list[Row]] | None = None
-        self._offsets: tuple[tuple[int, int], list[tuple[RowKey, int]]] | None = None
+        # "ordered" (rows) and "offsets" (line -> row key, offset): each with the key it is for.
+        self._lists: dict[str, tuple[tuple[int, int], list[Any]]] = {}
         super().__init__(**kwargs)
 
     def _stable(self) -> bool:
         return HOOKABLE and self._single_line_rows
 
+    def _key(self) -> tuple[int, int]:
+        return (len(self.rows), self._structure)
+
+    def _kept(self, name: str, listed: property) -> list[Any]:
+        """DataTable's list behind the property `listed`, computed again only if rows moved."""
+        assert listed.fget is not None
+        if not self._stable():
+            return listed.fget(self)  # type: ignore[no-any-return]
+        kept = self._lists.get(name)
+        if kept is None or kept[0] != self._key():
+            kept = self._lists[name] = (self._key(), listed.fget(self))
+        return kept[1]
+
     @property
     def ordered_rows(self) -> list[Row]:
-        assert _ORDERED_ROWS is not None and _ORDERED_ROWS.fget is not None
-        if not self._stable():
-            return _ORDERED_ROWS.fget(self)  # type: ignore[no-any-return]
-        key = (len(self.rows), self._structure)
-        if self._ordered is None or self._ordered[0] != key:
-            self._ordered = (key, _ORDERED_ROWS.fget(self))
-        return self._ordered[1]
+        assert _ORDERED_ROWS is not None
+        return self._kept("ordered", _ORDERED_ROWS)
 
     @property
     def _y_offsets(self) -> list[tuple[RowKey, int]]:
-        assert _Y_OFFSETS is not None and _Y_OFFSETS.fget is not None
-        if not self._stable():
-            return _Y_OFFSETS.fget(self)  # type: ignore[no-any-return]
-        key = (len(self.rows), self._structure)
-        if self._offsets is None or self._offsets[0] != key:
-            self._offsets = (key, _Y_OFFSETS.fget(self))
-        return self._offsets[1]
+        assert _Y_OFFSETS is not None
+        return self._kept("offsets", _Y_OFFSETS)
 
-    def _restructure(self) -> None:
+    @contextmanager
+    def _restructuring(self) -> Iterator[None]:
+        """Around a change to the rows' order: nothing listed before or during it is kept."""
         self._structure += 1
-        self._ordered = self._offsets = None
+        self._lists.clear()
+        try:
+            yield
+        finally:
+            self._structure += 1
+            self._lists.clear()
 
     def add_row(self, *cells: Any, height: int | None = 1, **kwargs: Any) -> RowKey:
         if height != 1:
             self._single_line_rows = False
         # A row is added at the bottom: lists that were current get it appended (requests
         # arrive every few rounds; listing thousands of rows again for each was the cost).
-        current = (len(self.rows), self._structure)
-        ordered, offsets = self._ordered, self._offsets
-        self._restructure()
-        try:
+        before, current = self._key(), dict(self._lists)
+        with self._restructuring():
             row_key = super().add_row(*cells, height=height, **kwargs)
-        finally:
-            self._restructure()
-        key = (len(self.rows), self._structure)
-        if ordered is not None and ordered[0] == current and self._stable():
-            ordered[1].append(self.rows[row_key])
-            self._ordered = (key, ordered[1])
-            if offsets is not None and offsets[0] == current:
-                offsets[1].append((row_key, 0))
-                self._offsets = (key, offsets[1])
+        if self._stable():
+            added = {"ordered": self.rows[row_key], "offsets": (row_key, 0)}
+            for name, (key, listed) in current.items():
+                if key == before:
+                    listed.append(added[name])
+                    self._lists[name] = (self._key(), listed)
         return row_key
 
     def remove_row(self, row_key: RowKey | str) -> None:
-        self._restructure()
-        try:
+        with self._restructuring():
             super().remove_row(row_key)
-        finally:
-            self._restructure()
 
     def sort(self, *columns: Any, **kwargs: Any) -> Any:
-        self._restructure()
-        try:
+        with self._restructuring():
             return super().sort(*columns, **kwargs)
-        finally:
-            self._restructure()
 
     def clear(self, columns: bool = False) -> Any:
-        self._restructure()
-        try:
-            return super().clear(columns)
-        finally:
-            self._single_line_rows = True
-            self._restructure()
+        with self._restructuring():
+            result = super().clear(columns)
+        self._single_line_rows = True
+        return result
