@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import make_app, wait_until
+from app_helpers import make_app, messages, wait_until
 from rich.segment import Segment
 from textual import events
 from textual.app import App, ComposeResult
@@ -685,6 +685,7 @@ async def test_auto_run_steps_until_the_scenario_ends_and_can_pause() -> None:
         await pilot.press("r")
         assert await wait_until(pilot, lambda: not app.auto_running)
         assert app.session.finished
+        assert not any("limit" in m for m in messages(app))  # the end, not the round limit
         assert {op["op"] for op in app.session.operations} == {"step"}
         assert "scenario complete" in str(app.query_one(StatusBar).content)
         assert app.check_action("toggle_run", ()) is None  # nothing left to run

@@ -210,16 +210,6 @@ async def test_auto_run_says_why_it_stopped_at_its_round_limit() -> None:
         assert await wait_until(pilot, lambda: app.engine.tick > 3)
 
 
-async def test_auto_run_reaching_the_end_of_the_scenario_does_not_speak_of_a_limit() -> None:
-    app = make_app()
-    app.AUTO_RUN_INTERVAL = 0.01
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r")
-        assert await wait_until(pilot, lambda: not app.auto_running)
-        assert app.session.finished
-        assert not any("limit" in m for m in messages(app))
-
-
 # -- 4. undo discards what was done since the round ---------------------------------------------
 
 
