@@ -469,10 +469,11 @@ class DebuggerApp(App[None]):
             return "this is the first frame" if self.replay.position == 0 else None
         if action == "toggle_run" and self.auto_running:
             return None  # pausing is always possible
-        if self._exporting and (action in MUTATING or action == "export"):
-            return "an export is still being written"
-        if self._computing is not None and (action in MUTATING or action == "export"):
-            return self._computing.describe()
+        if action in MUTATING or action == "export":  # these read or change the session
+            if self._exporting:
+                return "an export is still being written"
+            if self._computing is not None:
+                return self._computing.describe()
         request = self.view.request(self.selected_id)
         if action in ("step", "toggle_run") and not self._session.can_step():
             return "nothing to step: every request has finished and no scenario event is due"

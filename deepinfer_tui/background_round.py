@@ -21,9 +21,8 @@ from .widgets.view import ComputingRound
 class RoundComputed(Message):
     """The background round has ended: `error` is what `Session.step()` raised, if anything."""
 
-    def __init__(self, computing: ComputingRound, error: BaseException | None) -> None:
+    def __init__(self, error: BaseException | None) -> None:
         super().__init__()
-        self.computing = computing
         self.error = error
 
 
@@ -37,6 +36,6 @@ def compute_round(session: Session, computing: ComputingRound, report_to: Messag
         except BaseException as failure:  # the engine restored itself; the app reports it
             error = failure  # (an exit or interrupt too: the app must hear the round ended)
         with suppress(RuntimeError):  # the app closed meanwhile (its event loop is gone)
-            report_to.post_message(RoundComputed(computing, error))
+            report_to.post_message(RoundComputed(error))
 
     threading.Thread(target=run, name=f"round {computing.round}", daemon=True).start()
