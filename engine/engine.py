@@ -394,7 +394,7 @@ class Engine:
         may cover part of a new prompt). A viewer can tell a long prefill from a decode step
         before running it."""
         cap = self._batch_cap()
-        resident = sum(self.requests[i].status == "running" for i in self._queue)
+        resident = self._resident()
         total = taken = 0
         for request_id in self._queue:  # admitted as `_admit` does, without admitting
             request = self.requests[request_id]
@@ -699,15 +699,18 @@ class Engine:
             cap = min(cap, self.config.cost_curve[-1][0])
         return cap
 
+    def _resident(self) -> int:
+        """Requests holding KV now. Every running request is queued between rounds: counted
+        there, not over every request ever submitted (finished ones pile up)."""
+        return sum(self.requests[i].status == "running" for i in self._queue)
+
     def _admit(self, now: float) -> list[Request]:
         cap = self._batch_cap()
         batch: list[Request] = []
         # At most max_active requests hold KV at once: one that is not running yet waits for a
         # place (in its queue position), or round-robin would admit every queued request in
         # turn, run the pool dry and preempt the newest forever while the oldest starve.
-        # Every running request is queued between rounds: count there, not over every request
-        # ever submitted (finished ones pile up in a long session).
-        resident = sum(self.requests[i].status == "running" for i in self._queue)
+        resident = self._resident()
         waiting: list[str] = []
         while self._queue and len(batch) < cap:
             request_id = self._queue.popleft()
