@@ -417,12 +417,17 @@ class TinyModel:
                 self._filled.pop(name, None)
                 self._underused.pop(name, None)
 
+    def _buffer_name(self, name: str) -> str:
+        """The buffer (and kept-rows record) `name` means in the length group being computed:
+        a buffer and its record must always be named alike."""
+        return name + self._group
+
     def _scratch(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """A reusable work array: a view of a buffer that grows on demand and shrinks after
         long underuse (`_shrink`). Rows a call does not write keep finite values from earlier
         calls; every read of them is masked. Reusing the memory avoids page-faulting fresh
         zeroed pages on every call."""
-        name += self._group
+        name = self._buffer_name(name)
         self._used_at[name] = self.forward_calls
         buffer = self._buffers.get(name)
         fits = buffer is not None and all(have >= n for have, n in zip(buffer.shape, shape))
@@ -491,7 +496,7 @@ class TinyModel:
         kept = any(item.encoder_length for item in batch)
         capacity = max(rows, PADDED_ROWS) if kept else rows
         padded = self._scratch(name, (len(batch), 4, capacity, width))[:, :, :rows]
-        filled = self._filled.setdefault(name + self._group, {})
+        filled = self._filled.setdefault(self._buffer_name(name), {})
         # Steady decoding reads one new row per item: those are gathered in one operation.
         single_items: list[int] = []
         single_rows: list[int] = []
