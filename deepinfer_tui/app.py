@@ -28,7 +28,14 @@ from engine import Engine
 from .background_round import RoundComputed, compute_round
 from .commands import ClosingOncePalette, DebuggerCommands, PaletteAction
 from .describe import error_message, plural
-from .export import DEFAULT_EXPORT_DIR, export_all, free_stem, safe_name, write_atomically
+from .export import (
+    DEFAULT_EXPORT_DIR,
+    export_all,
+    free_stem,
+    make_export_folder,
+    safe_name,
+    write_atomically,
+)
 from .screens.add_request import AddRequestScreen
 from .screens.help import HelpScreen, KeyHelp
 from .screens.rollback import RollbackScreen
@@ -256,9 +263,9 @@ class DebuggerApp(App[None]):
         if self._auto_timer is None:
             return None
         if self._exporting:
-            return "export"
+            return "the export"
         if len(self.screen_stack) > 1:
-            return "dialog"
+            return self._screen_name(self.screen_stack[-1])
         return None
 
     # -- layout -------------------------------------------------------------------------------
@@ -388,6 +395,14 @@ class DebuggerApp(App[None]):
         command palette over it."""
         return any(not isinstance(s, CommandPalette) for s in self.screen_stack[1:])
 
+    @staticmethod
+    def _screen_name(screen: Screen[Any]) -> str:
+        if isinstance(screen, CommandPalette):
+            return "the command palette"
+        # By name: the guide's module is imported on first use (see action_guide).
+        names = {"GuideScreen": "the guide", "HelpScreen": "the help"}
+        return names.get(type(screen).__name__, "the dialog")
+
     def _in_this_mode(self, action: str) -> bool:
         """False for the keys of the other mode: replay stepping live, mutations in a replay."""
         if action in REPLAY_ONLY:
@@ -447,8 +462,7 @@ class DebuggerApp(App[None]):
         give the same reason."""
         if action in DEBUGGER_ACTIONS - OVER_ANY_SCREEN and self._covered():
             top = next(s for s in reversed(self.screen_stack) if not isinstance(s, CommandPalette))
-            shown = {"GuideScreen": "the guide", "HelpScreen": "the help"}
-            return f"close {shown.get(type(top).__name__, 'the dialog')} first"
+            return f"close {self._screen_name(top)} first"
         if self._in_this_mode(action):
             return self._blocker(action) or "not available right now"
         if self.replay is not None:
@@ -478,7 +492,7 @@ class DebuggerApp(App[None]):
         if action in ("step", "toggle_run") and not self._session.can_step():
             return "nothing to step: every request has finished and no scenario event is due"
         if action == "undo" and not self._session.can_undo():
-            return "nothing to undo"
+            return self._why_no_undo()
         if action == "filter_log":
             selected = self.selected_id is not None or self.filter_log
             return None if selected else "select a request first"
@@ -496,6 +510,17 @@ class DebuggerApp(App[None]):
                 return f"{request['id']} {ended}: it cannot be rolled back"
             return f"{request['id']} has no generated tokens to roll back"
         return None
+
+    def _why_no_undo(self) -> str:
+        if self.engine.tick == 0:
+            return "nothing to undo"
+        depth = self.engine.config.undo_depth
+        if depth == 0:
+            return "undo is off: this session keeps no rounds to undo (undo depth 0)"
+        return (
+            f"no older round to undo: undo keeps the last {plural(depth, 'round')} at most, "
+            "fewer when the pool needs their blocks"
+        )
 
     def _refresh_bindings_if_changed(self) -> None:
         # The footer recomposes on every refresh_bindings(); skip it when nothing changed.
@@ -554,16 +579,22 @@ class DebuggerApp(App[None]):
         self.refresh_view()
 
     def action_undo(self) -> None:
+        # Auto-run would run the undone round again at its next tick: going back pauses it.
+        paused = self.auto_running
+        self._stop_auto_run()
         # The engine rewinds to before the last round: what was done since goes too, so say it.
         discarded = self._session.operations_undo_discards()
         undone_round = self.engine.tick
-        if self._mutate(self._session.undo) and discarded:
+        if not self._mutate(self._session.undo):
+            return
+        said = [f"Undid round {undone_round}"] if discarded or paused else []
+        if discarded:
             what = ", ".join(self._describe_operation(op) for op in discarded)
-            self.notify(
-                f"Undid round {undone_round} and what was done after it: {what}",
-                title="Undone",
-                timeout=8,
-            )
+            said.append(f" and what was done after it: {what}")
+        if paused:
+            said.append(". Auto-run paused: press r to run on")
+        if said:
+            self.notify("".join(said), title="Undone", timeout=8)
 
     def _describe_operation(self, operation: Mapping[str, Any]) -> str:
         kind = operation.get("op")
@@ -572,8 +603,10 @@ class DebuggerApp(App[None]):
         if kind == "cancel":
             return f"cancelling {operation.get('id')}"
         if kind == "rollback":
-            tokens = operation.get("tokens", 1)
-            return f"rolling {operation.get('id')} back {plural(tokens, 'token')}"
+            asked = operation.get("tokens", 1)
+            removed = operation.get("removed", asked)
+            said = f"rolling {operation.get('id')} back {plural(removed, 'token')}"
+            return said if removed == asked else f"{said} (asked for {asked})"
         if kind == "clock":
             return f"the clock move of {float(operation.get('seconds', 0)):g}s"
         return str(kind)
@@ -749,10 +782,11 @@ class DebuggerApp(App[None]):
             svg = self.export_screenshot(
                 title=f"deepinfer-tui · {scenario} · tick {self.view.tick}"
             )
-            self.export_dir.mkdir(parents=True, exist_ok=True)
+            make_export_folder(self.export_dir)
             write_atomically({target: svg})
         except OSError as error:
-            self.notify(f"Screenshot failed: {error}", severity="error")
+            message = f"Screenshot failed: {error_message(error)}"
+            self.notify(message, title="Screenshot", severity="error")
             return
         self.notify(f"Screenshot saved: {target}", title="Screenshot")
 
@@ -778,10 +812,11 @@ class DebuggerApp(App[None]):
         return rows
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        # The debugger's own palette entries include Quit, with its key: Textual's would
-        # list it a second time.
+        # The debugger's own palette entries include Quit and a screenshot into the export
+        # folder, with their keys: Textual's would list them a second time (and its screenshot
+        # saves elsewhere).
         for command in super().get_system_commands(screen):
-            if command.title != "Quit":
+            if command.title not in ("Quit", "Screenshot"):
                 yield command
 
     def palette_actions(self) -> list[PaletteAction]:

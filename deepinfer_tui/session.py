@@ -92,6 +92,7 @@ class Session:
         self.operations: list[dict[str, Any]] = []
         self.notes: list[Event] = []  # scenario notes and clock moves, shown in the log
         self._submitted: dict[int, str] = {}  # request id by the index of its submit operation
+        self._removed: dict[int, int] = {}  # tokens removed by the index of a rollback operation
         self._marks: deque[_Mark] = deque()
         # The merged log kept between calls of log_view(): (events, trace seen, notes seen).
         self._merged: tuple[list[Event], int, int] = ([], 0, 0)
@@ -152,7 +153,8 @@ class Session:
     def operations_undo_discards(self) -> list[dict[str, Any]]:
         """The operations an undo now discards along with the last round: those recorded after
         the last round still in effect (an undone round took its own with it), oldest first.
-        A submit carries the id it was given as `request_id`."""
+        A submit carries the id it was given as `request_id`, a rollback the tokens it removed
+        as `removed` (fewer than asked where it reached the prompt)."""
         since: list[dict[str, Any]] = []
         undone = 0  # undone rounds the walk back has not passed yet
         for index in range(len(self.operations) - 1, -1, -1):
@@ -164,7 +166,11 @@ class Session:
                     break
                 undone -= 1
             elif not undone:
-                named = {"request_id": self._submitted[index]} if index in self._submitted else {}
+                named: dict[str, Any] = {}
+                if index in self._submitted:
+                    named["request_id"] = self._submitted[index]
+                if index in self._removed:
+                    named["removed"] = self._removed[index]
                 since.append({**operation, **named})
         return since[::-1]
 
@@ -181,6 +187,7 @@ class Session:
 
     def rollback(self, request_id: str, tokens: int = 1) -> list[int]:
         removed = self.engine.rollback(request_id, tokens)
+        self._removed[len(self.operations)] = len(removed)
         self.operations.append({"op": "rollback", "id": request_id, "tokens": tokens})
         return removed
 
