@@ -364,6 +364,15 @@ def export_all(
     """Write the chosen formats into `directory` (created if missing); returns the paths."""
     directory = Path(directory)
     texts = render_exports(session, formats)
+    make_export_folder(directory)
+    stem = free_stem(directory, base_name(session), (SUFFIXES[name] for name in texts))
+    files = {directory / f"{stem}{SUFFIXES[name]}": text for name, text in texts.items()}
+    write_atomically(files)
+    return list(files)
+
+
+def make_export_folder(directory: Path) -> None:
+    """Create `directory` if missing; an OSError that says why it cannot hold exports."""
     if directory.exists() and not directory.is_dir():
         raise OSError(f"cannot export into {directory}: it is a file, not a folder")
     try:
@@ -372,10 +381,6 @@ def export_all(
         raise OSError(
             f"cannot create export folder {directory}: {error.strerror or error}"
         ) from None
-    stem = free_stem(directory, base_name(session), (SUFFIXES[name] for name in texts))
-    files = {directory / f"{stem}{SUFFIXES[name]}": text for name, text in texts.items()}
-    write_atomically(files)
-    return list(files)
 
 
 def write_atomically(files: dict[Path, str]) -> None:
