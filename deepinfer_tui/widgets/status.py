@@ -15,6 +15,7 @@ from .view import Event, View
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 16
+SPARK_MIN_WIDTH = 8  # rounds a narrow header still shows
 
 
 def sparkline(values: Sequence[int], width: int = SPARK_WIDTH) -> str:
@@ -65,60 +66,78 @@ class CommitTally:
 
 
 class StatusBar(Static):
-    """Two lines of figures; rendered from the view alone, redrawn only when they change."""
+    """Two lines of figures; rendered from the view alone, redrawn only when they change.
+    Narrow terminals get shorter wording, so the header keeps its two rows."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._shown: Text | None = None
+        self._view: View | None = None
         self._tally = CommitTally()
 
     def show(self, view: View) -> None:
-        text = render_status(view, self._tally.last_rounds(view, SPARK_WIDTH))
+        self._view = view
+        committed = self._tally.last_rounds(view, SPARK_WIDTH)
+        # Before its first layout the header spans the screen, as it will.
+        width = self.content_size.width or self.app.size.width or None
+        text = render_status(view, committed, width)
         if text != self._shown:
             self._shown = text
             update_static(self, text)
 
+    def on_resize(self) -> None:
+        if self._view is not None:
+            self.show(self._view)
 
-def render_status(view: View, committed: Sequence[int]) -> Text:
-    """The header's two lines; `committed`: tokens per round for the sparkline."""
+
+# A header piece: its text, its shorter form for narrow terminals, and its style.
+_Piece = tuple[str, str, str]
+
+
+def render_status(view: View, committed: Sequence[int], width: int | None = None) -> Text:
+    """The header's two lines, each fitted to `width` cells (None: as wide as it needs);
+    `committed`: tokens per round for the sparkline."""
     snapshot = view.snapshot
     metrics = snapshot.get("metrics", {})
     counts = metrics.get("requests", {})
     blocks = metrics.get("blocks", {})
     session = snapshot.get("session", {})
-    text = Text(no_wrap=False)
 
+    first: list[_Piece] = []
     if view.replay is not None:
         replay = view.replay
-        text.append(" ⏮ replay ", style="bold reverse magenta")
-        text.append(f" read-only · frame {replay.index + 1}/{replay.count}", style="bold magenta")
-        text.append(f" {replay.label}", style="magenta")
+        first.append((" ⏮ replay ", " ⏮ replay ", "bold reverse magenta"))
+        frame = f"frame {replay.index + 1}/{replay.count}"
+        first.append((f" read-only · {frame}", f" {frame}", "bold magenta"))
+        first.append((f" {replay.label} ·", f" {replay.label} ·", "magenta"))
     else:
-        text.append(" ● live ", style="bold reverse green")
+        first.append((" ● live ", " ● live ", "bold reverse green"))
         if view.computing is not None:
             computing = view.computing
-            text.append(
-                f" ◷ computing round {computing.round} · {computing.positions:,} positions ·",
-                style="bold yellow",
-            )
+            long = f" ◷ computing round {computing.round} · {computing.positions:,} positions ·"
+            first.append((long, f" ◷ round {computing.round} ·", "bold yellow"))
         if view.auto_waiting is not None:
-            text.append(f" ⏸ auto · waits for the {view.auto_waiting} ·", style="bold yellow")
+            waits = f" ⏸ auto · waits for {view.auto_waiting} ·"
+            first.append((waits, " ⏸ auto ·", "bold yellow"))
         elif view.auto_running:
-            text.append(" ▶ auto ·", style="bold green")
+            first.append((" ▶ auto ·", " ▶ auto ·", "bold green"))
     scenario = session.get("scenario")
     if scenario:
-        text.append(f" {scenario}", style="bold")
-    text.append(f" · tick {snapshot.get('tick', 0)}", style="bold")
-    text.append(f" · clock {float(snapshot.get('clock', 0.0)):g}s · ")
+        first.append((f" {scenario} ·", f" {scenario} ·", "bold"))
+    tick = f" tick {snapshot.get('tick', 0)}"
+    first.append((tick, tick, "bold"))
+    clock = f"{float(snapshot.get('clock', 0.0)):g}s"
+    first.append((f" · clock {clock} · ", f" · {clock} · ", ""))
     for status in ("queued", "running"):
         mark = STATUS_MARKS[status]
-        text.append(f"{mark.symbol}{counts.get(status, 0)} {status} ", style=mark.style)
-    text.append(f"■{counts.get('finished', 0)} done", style="blue")
+        count = f"{mark.symbol}{counts.get(status, 0)}"
+        first.append((f"{count} {status} ", f"{count} ", mark.style))
+    done = f"■{counts.get('finished', 0)}"
+    first.append((f"{done} done", done, "blue"))
     if session.get("finished"):
-        text.append(" · scenario complete", style="bold blue")
-    text.append("\n")
+        first.append((" · scenario complete", " · complete", "bold blue"))
 
-    text.append(" blocks ")
+    second: list[_Piece] = [(" blocks ", " ", "")]
     # A partition of the pool, so the counts add up to the total ("used" counts the first three).
     parts = {
         "held": (BLOCK_MARKS["committed"], blocks.get("held", 0)),
@@ -129,15 +148,47 @@ def render_status(view: View, committed: Sequence[int]) -> Text:
     for name, (mark, count) in parts.items():
         if name == "undo" and not count:
             continue
-        text.append(f"{mark.symbol}{count} {name}", style=mark.style)
-        text.append(" ")
-    text.append(f"of {blocks.get('total', 0)}")
+        second.append((f"{mark.symbol}{count} {name}", f"{mark.symbol}{count} {name}", mark.style))
+        second.append((" ", " ", ""))
+    second.append((f"of {blocks.get('total', 0)}", f"of {blocks.get('total', 0)}", ""))
     acceptance = snapshot.get("acceptance")
-    text.append(" · accept " + ("—" if acceptance is None else f"{acceptance:.0%}"))
-    text.append(f" · committed {counts.get('committed_tokens', 0)} ")
-    text.append(sparkline(committed) or "·", style="bold green")
+    accept = "—" if acceptance is None else f"{acceptance:.0%}"
+    second.append((f" · accept {accept}", f" · acc {accept}", ""))
+    tokens = counts.get("committed_tokens", 0)
+    second.append((f" · committed {tokens} ", f" · tok {tokens} ", ""))
+
+    text = Text()  # each line fits; a replay's divergence wraps below them
+    text.append_text(_fit(first, width))
+    text.append("\n")
+    # The short forms leave the sparkline at least SPARK_MIN_WIDTH rounds where they can.
+    line = _fit(second, None if width is None else width - SPARK_MIN_WIDTH, width)
+    room = SPARK_WIDTH if width is None else min(SPARK_WIDTH, width - line.cell_len)
+    if room > 0:
+        line.append(sparkline(committed, room) or "·", style="bold green")
+    text.append_text(line)
     if view.replay is not None and view.replay.divergence:
         text.append(f"\n ⚠ diverged: {view.replay.divergence}", style="bold red")
+    return text
+
+
+def _fit(pieces: list[_Piece], width: int | None, limit: int | None = None) -> Text:
+    """One header line: in full if it fits `width`, else in its short forms, cut with an
+    ellipsis at `limit` (default: `width`) if need be. A line never wraps, so the header
+    keeps its height."""
+    full = _joined(pieces, short=False)
+    if width is None or full.cell_len <= width:
+        return full
+    short = _joined(pieces, short=True)
+    cut = width if limit is None else limit
+    if short.cell_len > cut:
+        short.truncate(cut, overflow="ellipsis")
+    return short
+
+
+def _joined(pieces: list[_Piece], *, short: bool) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for full, brief, style in pieces:
+        text.append(brief if short else full, style=style)
     return text
 
 
