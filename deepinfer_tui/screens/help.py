@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -24,34 +26,45 @@ class KeyHelp:
     detail: str
 
 
-PANES = Text.assemble(
-    ("Panes\n", "bold underline"),
-    ("  Header      ", "bold"),
-    "tick, clock, request counts, block pool, acceptance, tokens per round (sparkline)\n",
-    ("  Requests    ", "bold"),
-    "one row per request; the cursor row is what the other panes show\n",
-    ("  KV blocks   ", "bold"),
-    "the selected request's block table ([slots] = token ids), then the whole pool\n",
-    ("  Draft tree  ", "bold"),
-    "the selected request's last round: proposals, verdicts, the target's extra token\n",
-    ("  Commit log  ", "bold"),
-    "every engine event, newest last; f shows only the selected request\n",
-    ("              ", "bold"),
-    "a line starts with its round (t4 = tick 4); times are clock seconds (until 3s)\n",
+PANES = (
+    ("Header", "tick, clock, request counts, block pool, acceptance, tokens per round (sparkline)"),
+    ("Requests", "one row per request; the cursor row is what the other panes show"),
+    ("KV blocks", "the selected request's block table ([slots] = token ids), then the whole pool"),
+    (
+        "Draft tree",
+        "the selected request's last round: proposals, verdicts, the target's extra token",
+    ),
+    (
+        "Commit log",
+        "every engine event, newest last; f shows only the selected request. A line starts "
+        "with its round (t4 = tick 4); times are clock seconds (until 3s)",
+    ),
 )
 
 
-def key_table(keys: Sequence[KeyHelp]) -> Text:
-    """Aligned rows of key, short name and what it does (plain text so it reads anywhere)."""
-    key_width = max((len(row.keys) for row in keys), default=0)
-    name_width = max((len(row.description) for row in keys), default=0)
-    text = Text()
+def _grid(*styles: str) -> Table:
+    """Columns side by side, one per style; only the last wraps, under its own start (a
+    hanging indent on narrow terminals)."""
+    table = Table.grid(padding=(0, 2), pad_edge=True)
+    for style in styles[:-1]:
+        table.add_column(style=style, no_wrap=True)
+    table.add_column(style=styles[-1])
+    return table
+
+
+def key_table(keys: Sequence[KeyHelp]) -> Table:
+    """Aligned rows of key, short name and what it does."""
+    table = _grid("bold", "", "bright_black")
     for row in keys:
-        text.append(f"  {row.keys:<{key_width}}  ", style="bold")
-        text.append(f"{row.description:<{name_width}}  ")
-        text.append(f"{row.detail}\n", style="bright_black")
-    text.rstrip()
-    return text
+        table.add_row(Text(row.keys), Text(row.description), Text(row.detail))  # no markup
+    return table
+
+
+def panes_table() -> Group:
+    table = _grid("bold", "")
+    for name, shows in PANES:
+        table.add_row(Text(name), Text(shows))  # no markup: [slots] is text
+    return Group(Text("Panes", style="bold underline"), table)
 
 
 class HelpScreen(ModalScreen[str | None]):
@@ -69,7 +82,7 @@ class HelpScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help", classes="dialog") as body:
             body.border_title = "Help · deepinfer-tui"
-            body.border_subtitle = "escape / q / ? closes"
+            body.border_subtitle = "esc / q / ? / f1 close · g guide"
             yield Static(Text("Keys", style="bold underline"))
             yield Static(key_table(self._keys), id="help-keys")
             yield Static(
@@ -81,7 +94,7 @@ class HelpScreen(ModalScreen[str | None]):
                 ),
                 id="help-guide",
             )
-            yield Static(PANES, id="help-panes")
+            yield Static(panes_table(), id="help-panes")
             yield Static(full_legend(), id="help-legend")
         yield dialog_footer()
 
