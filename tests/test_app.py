@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import make_app, messages, wait_until
+from app_helpers import make_app, messages, shown_lines, wait_until
 from rich.segment import Segment
 from textual import events
 from textual.app import App, ComposeResult
@@ -606,7 +606,7 @@ async def test_help_opens_and_closes() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        keys = str(app.screen.query_one("#help-keys").content)
+        keys = "\n".join(shown_lines(app.screen.query_one("#help-keys")))
         for key in ("space", "rollback", "undo", "export", "quit"):
             assert key in keys
         assert "g" in str(app.screen.query_one("#help-guide").content)
@@ -713,7 +713,9 @@ async def test_auto_run_waits_under_a_dialog_and_the_header_says_so() -> None:
         tick = app.engine.tick
         await pilot.pause(0.1)
         assert app.engine.tick == tick  # no round while the help is open
-        assert "waits for the dialog" in str(app.query_one(StatusBar).content)
+        status = app.query_one(StatusBar)
+        assert await wait_until(pilot, lambda: "waits for the help" in str(status.content))
+        assert app.engine.tick == tick
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: app.engine.tick > tick)
         header = str(app.query_one(StatusBar).content)

@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import make_app, messages, wait_until
+from app_helpers import make_app, messages, palette_prompts, shown_lines, wait_until
 from textual.command import CommandList, CommandPalette
-from textual.content import Content
 from textual.widgets import Input
 
 from deepinfer_tui import tour
@@ -28,17 +27,6 @@ NOTHING_TO_STEP = "nothing to step: every request has finished and no scenario e
 
 def request_ids(app: DebuggerApp) -> set[str]:
     return {r["id"] for r in app.session.snapshot()["requests"]}
-
-
-def palette_prompts(app: DebuggerApp) -> list[str]:
-    """The palette's entries as drawn: the first line of each option, plain text."""
-    options = app.screen.query_one(CommandList)
-    prompts = []
-    for index in range(options.option_count):
-        prompt = options.get_option_at_index(index).prompt
-        assert isinstance(prompt, Content)
-        prompts.append(prompt.plain.split("\n")[0])
-    return prompts
 
 
 def highlighted_prompt(app: DebuggerApp) -> str:
@@ -258,8 +246,8 @@ async def test_the_help_says_undo_discards_what_came_after_the_round() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
-        keys = str(app.screen.query_one("#help-keys").content)
-        (line,) = [line for line in keys.splitlines() if line.split()[:1] == ["u"]]
+        keys = shown_lines(app.screen.query_one("#help-keys"))
+        (line,) = [line for line in keys if line.split()[:1] == ["u"]]
         assert "anything done since it" in line
 
 
