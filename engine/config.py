@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .draft import validate_cost_curve
-from .model import RECOVERY_MODES
+from .model import RECOVERY_MODES, is_integer
 
 # Positions one pool may hold: far beyond any use here (at width 32 a position's target rows
 # take 3.3 KB, so this many would need 55 GB).
@@ -16,10 +16,10 @@ MAX_POOL_POSITIONS = 2**24
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_integer(value) or value < minimum:
         qualifier = "positive" if minimum == 1 else f">= {minimum}"
         raise ValueError(f"{name} must be a {qualifier} integer, got {value!r}")
-    return value
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,9 @@ class EngineConfig:
             "keep",
             "cache_capacity",
         ):
-            _check_int(name, getattr(self, name), 1)
-        _check_int("undo_depth", self.undo_depth, 0)
+            # Stored as int: a NumPy integer would not survive to_dict()'s JSON.
+            object.__setattr__(self, name, _check_int(name, getattr(self, name), 1))
+        object.__setattr__(self, "undo_depth", _check_int("undo_depth", self.undo_depth, 0))
         if self.num_blocks * self.block_size > MAX_POOL_POSITIONS:
             # Named here: NumPy would fail later with "Maximum allowed dimension exceeded" or
             # an allocation error that names neither setting.
@@ -64,7 +65,9 @@ class EngineConfig:
                 f"more than a pool may hold ({MAX_POOL_POSITIONS})"
             )
         if self.draft_context is not None:
-            _check_int("draft_context", self.draft_context, 1)
+            object.__setattr__(
+                self, "draft_context", _check_int("draft_context", self.draft_context, 1)
+            )
         for name in ("state_ttl", "prefix_ttl"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):

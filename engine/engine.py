@@ -34,7 +34,7 @@ from .draft import (
     top_children,
 )
 from .kv import BlockPool
-from .model import State, TinyModel, length_groups
+from .model import State, TinyModel, is_integer, length_groups
 from .rows import BatchContext, FinishedRows, RowBatchItem, Rows, Stored
 
 Event = dict[str, Any]
@@ -265,7 +265,12 @@ class Engine:
         return models
 
     def now(self) -> float:
-        value = float(self._clock())
+        reading = self._clock()
+        if not isinstance(reading, (int, float, np.integer, np.floating)) or isinstance(
+            reading, bool
+        ):
+            raise ValueError(f"clock must return a number of seconds, got {reading!r}")
+        value = float(reading)
         if not np.isfinite(value):
             raise ValueError(f"clock returned a non-finite time {value!r}")
         return value
@@ -280,9 +285,10 @@ class Engine:
     ) -> str:
         """Queue a request; validates everything before changing anything."""
         tokens = self.target.check_tokens(prompt, "prompt")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+        if not is_integer(max_tokens) or max_tokens < 0:
             raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
-        self.target.check_eos_id(eos_id)
+        max_tokens = int(max_tokens)
+        eos_id = self.target.check_eos_id(eos_id)
         if request_id is None:
             number = len(self.requests) + 1
             while f"request-{number}" in self.requests:
@@ -320,9 +326,7 @@ class Engine:
 
     def run(self, *, max_steps: int | None = None, raise_on_error: bool = True) -> list[Result]:
         """Step until idle; return results not returned before (each delivered once)."""
-        if max_steps is not None and (
-            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0
-        ):
+        if max_steps is not None and (not is_integer(max_steps) or max_steps < 0):
             raise ValueError(f"max_steps must be None or a non-negative integer, got {max_steps!r}")
         steps = 0
         while self._queue and (max_steps is None or steps < max_steps):
@@ -338,9 +342,17 @@ class Engine:
     def generate(
         self, prompt: object, *, max_tokens: int = 16, eos_id: int | None = None
     ) -> Result:
+        """Submit one prompt and step until it finishes. Its result is delivered here (run()
+        will not return it again); other requests' results wait for run(). Raises
+        RequestError if this request failed."""
         request_id = self.submit(prompt, max_tokens=max_tokens, eos_id=eos_id)
-        self.run()
-        return self.result(request_id)
+        while self.requests[request_id].status != "finished":
+            self.step()
+        self._delivered.add(request_id)
+        result = self.result(request_id)
+        if result.finish_reason == "error":
+            raise RequestError([result])
+        return result
 
     @property
     def idle(self) -> bool:
@@ -450,8 +462,9 @@ class Engine:
         request is reopened and queued again. Cancelled or failed requests cannot roll back.
         """
         request = self._get(request_id)
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        if not is_integer(tokens) or tokens < 1:
             raise ValueError(f"tokens must be a positive integer, got {tokens!r}")
+        tokens = int(tokens)
         if request.finish_reason in ("cancelled", "error"):
             raise ValueError(
                 f"request {request_id!r} finished as {request.finish_reason}; it cannot roll back"

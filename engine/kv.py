@@ -9,13 +9,12 @@ to rewind), never silently reused.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .model import TinyModel
+from .model import TinyModel, physical_memory
 from .rows import FinishedRows, Rows, Stored, planes
 
 
@@ -94,20 +93,12 @@ class PoolCounts:
     retained: int  # refcount 0, kept for undo history
 
 
-def _physical_memory() -> int | None:
-    """Bytes of memory this machine has, where the system says (POSIX); else None."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 def _check_memory(models: dict[str, TinyModel], slots: int) -> None:
     """Refuse a pool larger than the machine's memory. The stores are written through when
     made, so with overcommitted memory such a pool is not a MemoryError but a process the
     system kills."""
     needed = 8 * slots * sum(model.layout.size for model in models.values())
-    memory = _physical_memory()
+    memory = physical_memory()
     if memory is not None and needed > memory:
         raise ValueError(
             f"a pool of {slots} positions needs {needed / 2**30:.1f} GiB for its rows, more "

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Hashable
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import TypeGuard
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -35,8 +37,36 @@ LAYER_DECAY = 0.2
 POSITION_SCALE = 1.5
 
 
+def physical_memory() -> int | None:
+    """Bytes of memory this machine has, where the system says (POSIX); else None."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_weights_fit(vocab_size: int, width: int, depth: int) -> None:
+    """Refuse weights larger than the machine's memory. They are made array by array, so
+    with overcommitted memory an oversized model is not a MemoryError but a process the
+    system kills."""
+    floats = 2 * vocab_size * width + (8 + 8 * depth) * width * width + width
+    needed = 2 * 8 * floats  # the weights and the fused copies the forwards use
+    memory = physical_memory()
+    if memory is not None and needed > memory:
+        raise ValueError(
+            f"a model of vocab_size {vocab_size}, width {width} and depth {depth} needs "
+            f"{needed / 2**30:.3g} GiB for its weights, more than this machine's "
+            f"{memory / 2**30:.1f} GiB of memory"
+        )
+
+
+def is_integer(value: object) -> TypeGuard[int | np.integer]:
+    """An int or a NumPy integer, not a bool (True is an int to Python)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_integer(value) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
@@ -88,6 +118,8 @@ class State:
 
     def max_error(self, other: State) -> float:
         """Largest absolute difference between two states of the same tokens."""
+        if not isinstance(other, State):
+            raise ValueError(f"other must be a State, got {type(other).__name__}")
         if self.tokens != other.tokens:
             raise ValueError("states cover different token sequences")
         pairs = [
@@ -209,7 +241,8 @@ class TinyModel:
         self.width = positive_int(width, "width")
         self.depth = positive_int(depth, "depth")
         self.window = positive_int(window, "window")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        _check_weights_fit(self.vocab_size, self.width, self.depth)
+        if not is_integer(seed) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.seed = int(seed)
         rng = np.random.default_rng(self.seed)
@@ -298,16 +331,17 @@ class TinyModel:
         return self._identity
 
     def check_tokens(self, tokens: object, what: str = "tokens") -> tuple[int, ...]:
-        if not isinstance(tokens, (list, tuple, range, np.ndarray)):
+        ndim = tokens.ndim if isinstance(tokens, np.ndarray) else 1
+        if not isinstance(tokens, (list, tuple, range, np.ndarray)) or ndim != 1:
+            got = f"a {ndim}-d array" if ndim != 1 else type(tokens).__name__
             raise ValueError(
-                f"{what} must be a sequence (list, tuple or array) of token ids, "
-                f"got {type(tokens).__name__}"
+                f"{what} must be a sequence (list, tuple or 1-d array) of token ids, got {got}"
             )
-        values = list(tokens)  # type: ignore[call-overload]
+        values = list(tokens)
         if not values:
             raise ValueError(f"{what} must not be empty")
         for index, token in enumerate(values):
-            if isinstance(token, (bool, np.bool_)) or not isinstance(token, (int, np.integer)):
+            if not is_integer(token):
                 raise ValueError(f"{what}[{index}] = {token!r} is not an integer token id")
             if not 0 <= token < self.vocab_size:
                 raise ValueError(
@@ -317,15 +351,13 @@ class TinyModel:
 
     def check_eos_id(self, eos_id: object) -> int | None:
         """`eos_id` if it is None or a token id of this vocabulary; else a ValueError."""
-        if eos_id is not None and (
-            isinstance(eos_id, bool)
-            or not isinstance(eos_id, int)
-            or not 0 <= eos_id < self.vocab_size
-        ):
+        if eos_id is None:
+            return None
+        if not is_integer(eos_id) or not 0 <= eos_id < self.vocab_size:
             raise ValueError(
                 f"eos_id must be None or a token id in [0, {self.vocab_size}), got {eos_id!r}"
             )
-        return eos_id
+        return int(eos_id)
 
     def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
         angles = positions[..., None] * self.weights.frequency
@@ -1137,6 +1169,8 @@ def make_draft(
     its own. `noise` perturbs the exit head (relative to its spread): acceptance falls as it
     grows. Any other TinyModel (e.g. an independent seed) also works as a draft.
     """
+    if not isinstance(target, TinyModel):
+        raise ValueError(f"target must be a TinyModel, got {type(target).__name__}")
     depth = positive_int(depth, "depth")
     if depth > target.depth:
         raise ValueError(f"draft depth {depth} exceeds the target's depth {target.depth}")
@@ -1144,7 +1178,7 @@ def make_draft(
         raise ValueError(f"noise must be a finite number, got {noise!r}")
     if noise < 0:
         raise ValueError(f"noise must be non-negative, got {noise!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if not is_integer(seed) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     draft = TinyModel(
         vocab_size=target.vocab_size,

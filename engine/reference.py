@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import State, TinyModel
+from .model import State, TinyModel, is_integer
 
 
 @dataclass(frozen=True)
@@ -19,13 +19,17 @@ def greedy_generate(
     model: TinyModel, prompt: object, max_tokens: int = 8, eos_id: int | None = None
 ) -> Generation:
     """Greedy decoding by recomputing the whole sequence for each new token."""
+    if not isinstance(model, TinyModel):
+        raise ValueError(f"model must be a TinyModel, got {type(model).__name__}")
     sequence = list(model.check_tokens(prompt, "prompt"))
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+    if not is_integer(max_tokens) or max_tokens < 0:
         raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
-    model.check_eos_id(eos_id)  # as Engine.submit checks it: the two must agree on what runs
+    eos_id = model.check_eos_id(
+        eos_id
+    )  # as Engine.submit checks it: the two must agree on what runs
     emitted: list[int] = []
     rows = model.full_forward(tuple(sequence))
-    for _ in range(max_tokens):
+    for _ in range(int(max_tokens)):
         token = int(np.argmax(rows.logits[-1]))
         emitted.append(token)
         sequence.append(token)

@@ -278,6 +278,7 @@ def test_eviction_for_space_keeps_going_past_entries_whose_blocks_others_still_h
     engine.submit([1, 2, 3, 4, 5], max_tokens=8)  # shares blocks with the first entries
     engine.step()
     engine.generate([8, 8, 8, 8], max_tokens=1)
+    engine.run()  # the longer request finishes too
     snapshot = engine.snapshot()
     assert snapshot["metrics"]["blocks"]["free"] == 0
     # The least recently used entries share their blocks with a newer, longer entry.

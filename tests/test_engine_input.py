@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from engine_helpers import ManualClock, check_against_oracle, drain
 
-from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
+from engine import Engine, EngineConfig, RequestError, TinyModel, greedy_generate, make_draft
 
 
 @pytest.fixture
@@ -52,6 +53,8 @@ def assert_rejected(engine: Engine, match: str, call: Any, error: type = ValueEr
         (b"\x01\x02", "sequence"),
         (None, "sequence"),
         (5, "sequence"),
+        (np.array(3), r"1-d array\) of token ids, got a 0-d array"),
+        (np.array([[1, 2]]), "got a 2-d array"),
     ],
 )
 def test_submit_rejects_bad_prompts(engine: Engine, prompt: object, match: str) -> None:
@@ -59,7 +62,9 @@ def test_submit_rejects_bad_prompts(engine: Engine, prompt: object, match: str) 
     assert_rejected(engine, "prompt", lambda: engine.submit(prompt, max_tokens=2))
 
 
-@pytest.mark.parametrize("max_tokens", [-1, 1.5, True, False, "3", None, float("nan")])
+@pytest.mark.parametrize(
+    "max_tokens", [-1, 1.5, True, False, "3", None, float("nan"), np.bool_(True), np.float64(2)]
+)
 def test_submit_rejects_bad_max_tokens(engine: Engine, max_tokens: object) -> None:
     assert_rejected(engine, "max_tokens", lambda: engine.submit([1], max_tokens=max_tokens))
 
@@ -391,10 +396,137 @@ def test_a_pool_larger_than_the_machine_is_refused_before_it_is_made(
     model = TinyModel(vocab_size=32, width=8, depth=1, window=4, seed=1)
     config = EngineConfig(num_blocks=64, block_size=16)
     needed = 8 * 64 * 16 * model.layout.size
-    monkeypatch.setattr(kv, "_physical_memory", lambda: needed - 1)
+    monkeypatch.setattr(kv, "physical_memory", lambda: needed - 1)
     with pytest.raises(ValueError, match=r"a pool of 1024 positions needs .* lower num_blocks"):
         Engine(model, config=config)
-    monkeypatch.setattr(kv, "_physical_memory", lambda: needed)
+    monkeypatch.setattr(kv, "physical_memory", lambda: needed)
     Engine(model, config=config)  # exactly fits
-    monkeypatch.setattr(kv, "_physical_memory", lambda: None)  # the system does not say
+    monkeypatch.setattr(kv, "physical_memory", lambda: None)  # the system does not say
     Engine(model, config=config)
+
+
+# -- NumPy integers, wrong objects, a clock that is not a clock ----------------------------------
+
+
+def test_numpy_integers_count_as_integers_everywhere_and_are_stored_as_ints() -> None:
+    """Sizes and ids often come out of arrays: each integer argument takes a NumPy integer
+    (never a bool) and keeps a plain int, so configs still serialise to JSON."""
+    i = np.int64
+    config = EngineConfig(
+        block_size=i(4), num_blocks=i(32), max_batch_tokens=i(8), undo_depth=i(3),
+        draft_context=i(16),
+    )  # fmt: skip
+    stored = config.to_dict()
+    for name in ("block_size", "num_blocks", "max_batch_tokens", "undo_depth", "draft_context"):
+        assert type(stored[name]) is int
+    json.dumps(config.to_dict())
+    target = TinyModel(vocab_size=i(32), width=i(16), depth=i(2), window=i(4), seed=i(3))
+    plain = Engine(target, make_draft(target, seed=4), config=EngineConfig(block_size=4,
+                   num_blocks=32, max_batch_tokens=8, undo_depth=3, draft_context=16),
+                   clock=ManualClock())  # fmt: skip
+    numpy = Engine(target, make_draft(target, seed=i(4)), config=config, clock=ManualClock())
+    prompt = np.array([5, 6, 7], dtype=np.int32)
+    for engine, n in ((plain, int), (numpy, i)):
+        rid = engine.submit(prompt, max_tokens=n(6), eos_id=n(31))
+        engine.run(max_steps=n(2))
+        engine.rollback(rid, n(1))
+        drain(engine)
+        assert engine.requests[rid].max_tokens == 6 and type(engine.requests[rid].max_tokens) is int
+    assert numpy.snapshot()["requests"] == plain.snapshot()["requests"]
+    oracle = greedy_generate(target, prompt, max_tokens=i(6), eos_id=i(31))
+    assert numpy.result(rid).tokens == oracle.tokens
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: make_draft(None), "target must be a TinyModel, got NoneType"),  # type: ignore[arg-type]
+        (lambda: greedy_generate(None, [1]), "model must be a TinyModel, got NoneType"),  # type: ignore[arg-type]
+        (
+            lambda: greedy_generate(TinyModel(), [1], max_tokens=1).state.max_error(None),  # type: ignore[arg-type]
+            "other must be a State, got NoneType",
+        ),
+    ],
+)
+def test_a_wrong_object_is_named_not_an_attribute_error(call: Any, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("reading", ["x", None, np.array([1.0, 2.0]), True, [1.0]])
+def test_a_clock_that_returns_no_number_aborts_the_round_and_says_so(reading: object) -> None:
+    clock = ManualClock()
+    target = TinyModel(seed=4)
+    engine = Engine(target, make_draft(target), clock=clock)
+    rid = engine.submit([1, 2, 3], max_tokens=4)
+    engine.step()
+    before = engine.snapshot()
+    clock.now = reading  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="clock must return a number of seconds, got"):
+        engine.step()
+    clock.now = 1.0
+    assert engine.snapshot()["requests"] == before["requests"]
+    drain(engine)
+    check_against_oracle(engine, rid)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "named"),
+    [
+        (dict(depth=10**30), "depth 1000000000000000000000000000000"),
+        (dict(depth=10**8), "depth 100000000"),
+        (dict(width=200_000), "width 200000"),
+        (dict(vocab_size=10**12), "vocab_size 1000000000000"),
+    ],
+)
+def test_a_model_larger_than_the_machine_is_refused_before_it_is_made(
+    monkeypatch: pytest.MonkeyPatch, sizes: dict[str, int], named: str
+) -> None:
+    """The weights are made array by array: on a system that overcommits memory, a model too
+    big for it would grow until the process is killed."""
+    import engine.model as model
+
+    monkeypatch.setattr(model, "physical_memory", lambda: 16 * 2**30)
+    with pytest.raises(ValueError, match=rf"{named}.* GiB for its weights, more than"):
+        TinyModel(**sizes)
+    monkeypatch.setattr(model, "physical_memory", lambda: 2**20)  # 1 MiB: even 32 x 64 x 3
+    with pytest.raises(ValueError, match="GiB for its weights"):
+        TinyModel(vocab_size=64, width=64, depth=3)
+    monkeypatch.setattr(model, "physical_memory", lambda: None)  # the system does not say
+    TinyModel(vocab_size=64, width=64, depth=3)
+
+
+def test_generate_leaves_other_requests_results_to_run() -> None:
+    """run() delivers each finished request once: generate() takes only its own."""
+    engine = Engine(TinyModel(), clock=ManualClock())
+    first = engine.submit([1, 2, 3], max_tokens=3)
+    result = engine.generate([4, 5], max_tokens=2)
+    assert result.tokens == greedy_generate(engine.target, [4, 5], max_tokens=2).tokens
+    assert [r.request_id for r in engine.run()] == [first]
+    assert engine.run() == []  # each delivered once, generate's own included
+
+
+def poison_prefill(model: TinyModel, prompt: list[int]) -> None:
+    """Make every forward of `model` that computes `prompt`'s prefill fail."""
+    original = model.forward_rows
+
+    def failing(items: list[Any], context: Any = None) -> Any:
+        if any(list(item.tokens[: len(prompt)]) == prompt for item in items):
+            raise RuntimeError(f"prompt {prompt} is poisoned")
+        return original(items, context)
+
+    model.forward_rows = failing  # type: ignore[method-assign]
+
+
+def test_generate_raises_for_its_own_failure_not_for_another_requests() -> None:
+    engine = Engine(TinyModel(seed=2), clock=ManualClock())
+    poison_prefill(engine.target, [30, 30, 30])
+    doomed = engine.submit([30, 30, 30], max_tokens=6)
+    result = engine.generate([4, 5], max_tokens=2)  # shares its first round with the failure
+    assert result.finish_reason == "length"
+    with pytest.raises(RequestError, match=r"prompt \[30, 30, 30\] is poisoned") as raised:
+        engine.generate([30, 30, 30, 1], max_tokens=2)
+    (own,) = raised.value.results
+    (failed,) = engine.run(raise_on_error=False)  # the first failure only: own was delivered
+    assert failed.request_id == doomed and failed.finish_reason == "error"
+    assert own.request_id not in (doomed, result.request_id)
