@@ -33,7 +33,7 @@ def describe(event: Mapping[str, Any]) -> str:
     if kind == "restore":
         return (
             f"{head} restore {event['cache']}: reused {event['reused_positions']}, "
-            f"computing {event['suffix_positions']} ({event['reason']})"
+            f"computing {event['encoder_rows']} ({event['reason']})"
         )
     if kind == "draft":
         nodes = event.get("nodes", [])

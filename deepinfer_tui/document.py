@@ -233,7 +233,7 @@ def request_section(request: dict[str, Any]) -> Panel:
     if restore:
         lines.append(
             f"\nrestore {restore['cache']}: reused {restore['reused_positions']} positions, "
-            f"computed {restore['suffix_positions']} ({restore['reason']}); "
+            f"computed {restore['encoder_rows']} ({restore['reason']}); "
             f"{restore['recovery_mode']} recovery"
         )
     if request["preemptions"]:

@@ -479,6 +479,7 @@ class Engine:
                 self._finished_views.pop(request_id, None)  # it would keep the old object
                 request.status, request.finish_reason, request.error = "queued", None, None
                 request.final = None
+                request.restore = None  # it holds no rows: the next admission restores afresh
                 self._order.remove(request_id)
                 self._delivered.discard(request_id)
                 self._queue.append(request_id)
@@ -736,7 +737,7 @@ class Engine:
                     continue
                 resident += 1
             if request.admitted == 0:
-                self._restore_prefix(request, now)
+                self._restore_prefix(request, now, computes=request.remaining > 0)
             request.status = "running"
             if request.remaining <= 0:
                 self._finish(request, "length")
@@ -745,8 +746,10 @@ class Engine:
         self._queue.extendleft(reversed(waiting))
         return batch
 
-    def _restore_prefix(self, request: Request, now: float) -> None:
-        """Attach the longest usable cached prefix to a request that holds no rows."""
+    def _restore_prefix(self, request: Request, now: float, *, computes: bool = True) -> None:
+        """Attach the longest usable cached prefix to a request that holds no rows. One that
+        does not `compute` (it has nothing to generate) finishes at admission: its restore
+        counts no rows."""
         self._admissions += 1
         request.admitted = self._admissions
         request.fresh = True
@@ -771,6 +774,8 @@ class Engine:
         self._hash_full_blocks(request, min(request.cursors["target"]))
         self.counters[found.cache] += 1
         encoder, consumer = request.cursors["target"]
+        if not computes:
+            encoder, consumer = n, n
         request.restore = {
             "cache": found.cache,
             "reused_positions": reused,
@@ -1122,6 +1127,7 @@ class Engine:
         request.hashed = 0
         request.cursors = {}
         request.admitted = 0
+        request.restore = None  # it holds no rows: the next admission restores afresh
         request.status = "queued"
         request.preemptions += 1
         self.counters["preemptions"] += 1

@@ -157,11 +157,45 @@ def test_a_prompt_sharing_no_token_with_live_entries_restores_cold() -> None:
 
 def test_a_request_for_zero_tokens_finishes_at_admission_without_model_work() -> None:
     engine = Engine(TinyModel(seed=1), None, clock=ManualClock())
-    rid = engine.submit([1, 2, 3], max_tokens=0)
-    events = engine.step()
-    assert [e["kind"] for e in events if e["request_id"] == rid] == ["restore", "finished"]
-    assert engine.metrics()["work"]["target_forwards"] == 0
-    assert engine.result(rid).tokens == ()
+    engine.generate([1, 2, 3, 4], max_tokens=2)  # a prefix to restore from
+    work = dict(engine.metrics()["work"])
+    for prompt, cache in (([5, 6, 7], "cold"), ([1, 2, 3, 4, 9], "hot")):
+        rid = engine.submit(prompt, max_tokens=0)
+        events = engine.step()
+        assert [e["kind"] for e in events if e["request_id"] == rid] == ["restore", "finished"]
+        restore = restore_of(events, rid)
+        assert restore["cache"] == cache
+        # The lookup happened; no row was computed for it.
+        assert (restore["encoder_rows"], restore["consumer_rows"]) == (0, 0)
+        assert engine.result(rid).tokens == ()
+        check_against_oracle(engine, rid)
+    assert engine.metrics()["work"] == work
+
+
+@pytest.mark.parametrize("prompt", [[5, 6, 7], [1, 2, 3, 4, 9], [1, 2, 3, 4]])
+def test_a_restore_computes_the_positions_the_cache_did_not_cover(prompt: list[int]) -> None:
+    """What the debugger shows as "computed": the encoder rows, one per uncovered position."""
+    engine = Engine(TinyModel(seed=1), None, clock=ManualClock())
+    engine.generate([1, 2, 3, 4], max_tokens=2)
+    rid = engine.submit(prompt, max_tokens=2)
+    restore = restore_of(engine.step(), rid)
+    assert restore["encoder_rows"] == restore["suffix_positions"] > 0
+    assert restore["reused_positions"] + restore["suffix_positions"] == len(prompt)
+
+
+def test_a_finished_request_reopened_by_rollback_forgets_its_old_restore() -> None:
+    engine = Engine(TinyModel(seed=1), None, clock=ManualClock())
+    engine.generate([1, 2, 3, 4], max_tokens=2)
+    rid = engine.submit([1, 2, 3, 4, 9], max_tokens=3)
+    drain(engine)
+    assert request_view(engine.snapshot(), rid)["restore"]["cache"] == "hot"
+    engine.rollback(rid, 2)
+    view = request_view(engine.snapshot(), rid)
+    assert view["status"] == "queued" and view["blocks"] == [] and view["restore"] is None
+    restore = restore_of(engine.step(), rid)  # admitted again: a restore of its own
+    shown = request_view(engine.snapshot(), rid)["restore"]
+    assert shown == {k: v for k, v in restore.items() if k not in ("kind", "request_id", "tick")}
+    drain(engine)
     check_against_oracle(engine, rid)
 
 

@@ -201,6 +201,7 @@ def test_preemption_frees_the_victim_and_requeues_it_first() -> None:
             victim = preempt["request_id"]
             view = request_view(snapshot, victim)
             assert view["blocks"] == [] and view["status"] == "queued"
+            assert view["restore"] is None  # it holds no rows: nothing restored for it now
             # Front of the queue: only a request deferred this round may wait ahead of it.
             deferred = {e["request_id"] for e in events_of(events, "deferred")}
             ahead = snapshot["queue"][: snapshot["queue"].index(victim)]

@@ -63,9 +63,7 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
         text = Text()
         kind = restore["cache"]
         text.append(f"restore {kind}", style=CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
-        text.append(
-            f": reused {restore['reused_positions']}, computed {restore['suffix_positions']}"
-        )
+        text.append(f": reused {restore['reused_positions']}, computed {restore['encoder_rows']}")
         text.append(f" ({restore['reason']})", style="bright_black")
         lines.append(text)
 
