@@ -13,9 +13,11 @@ from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.describe import plural
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
 from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.screens.help import HelpScreen
+from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
-from deepinfer_tui.widgets import StatusBar
+from deepinfer_tui.widgets import BlockMap, StatusBar
 
 SIZE = (120, 40)
 
@@ -225,3 +227,63 @@ async def test_the_helps_border_names_the_keys_its_footer_shows() -> None:
         ]
         shown = {"escape": "esc", "question_mark": "?"}
         assert sorted(keys.split(" / ")) == sorted(shown.get(k, k) for k in close.key.split(","))
+
+
+# -- 9. a form's refusal goes once the field changes ----------------------------------------------
+
+
+async def test_the_add_forms_error_clears_when_a_field_is_edited() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a", *"1,2,99", "enter")
+        screen = app.screen
+        assert isinstance(screen, AddRequestScreen) and "99" in screen.error
+        await pilot.press("backspace", "backspace")  # "1,2,": the old error no longer applies
+        assert screen.error == ""
+        await pilot.press("enter")  # a new refusal is shown again
+        assert "comma" in screen.error
+        await pilot.press("3", "enter")
+        assert not isinstance(app.screen, AddRequestScreen)
+
+
+async def test_the_rollback_forms_error_clears_when_the_count_is_edited() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space", "B", "z", "enter")
+        screen = app.screen
+        assert isinstance(screen, RollbackScreen)
+        error = screen.query_one("#form-error")
+        assert "whole number" in str(error.content)
+        await pilot.press("backspace")
+        assert str(error.content) == ""
+
+
+# -- 10. the block pane's restore line ------------------------------------------------------------
+
+
+def block_lines(app: DebuggerApp) -> list[str]:
+    return str(app.query_one(BlockMap).table).splitlines()
+
+
+async def test_a_request_reopened_by_rollback_shows_no_stale_restore_line() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        while generated(app, "request-1") < 8:  # request-1 finishes (max 8 tokens)
+            await pilot.press("space")
+        assert any(line.startswith("restore ") for line in block_lines(app))
+        await pilot.press("b")
+        lines = block_lines(app)
+        assert not any(line.startswith("restore ") for line in lines), lines
+        assert any(line.startswith("queued: no KV blocks yet") for line in lines), lines
+        await pilot.press("space")  # admitted again: the restore of this admission
+        assert any(line.startswith("restore ") for line in block_lines(app))
+
+
+async def test_a_request_for_zero_tokens_shows_that_nothing_was_computed() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a", *"5,6,7", "tab", "ctrl+a", "ctrl+k", "0", "enter", "space")
+        (added,) = [r for r in app.session.snapshot()["requests"] if r["prompt"] == [5, 6, 7]]
+        assert added["status"] == "finished" and app.selected_id == added["id"]
+        (restore,) = [line for line in block_lines(app) if line.startswith("restore ")]
+        assert ": reused 0, computed 0 " in restore

@@ -14,7 +14,7 @@ from textual.widgets import Button, Input, Label, Static
 
 from ..describe import error_message
 from ..parsing import eos_problem, parse_int, parse_optional_int, parse_tokens
-from .form import FormInput, dialog_footer
+from .form import FormError, FormInput, dialog_footer
 
 # Called with (prompt, max_tokens, eos_id); returns the new request id or raises ValueError.
 Submit = Callable[[list[int], int, int | None], str]
@@ -44,7 +44,7 @@ class AddRequestScreen(ModalScreen[str | None]):
             yield FormInput(value="8", id="max-tokens", compact=True)
             yield Label("EOS token id (optional)")
             yield FormInput(placeholder="none", id="eos", compact=True)
-            yield Static("", id="form-error", classes="form-error")
+            yield FormError()
             with Horizontal(classes="buttons"):
                 yield Button("Add", variant="primary", id="add", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
@@ -55,11 +55,11 @@ class AddRequestScreen(ModalScreen[str | None]):
 
     @property
     def error(self) -> str:
-        return str(self.query_one("#form-error", Static).content)
+        return str(self.query_one(FormError).content)
 
-    def _show_error(self, message: str) -> None:
-        self.query_one("#form-error", Static).update(f"✗ {message}")
-        self.app.bell()
+    @on(Input.Changed)
+    def _edited(self) -> None:
+        self.query_one(FormError).clear()
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#add")
@@ -67,7 +67,7 @@ class AddRequestScreen(ModalScreen[str | None]):
         try:
             request_id = self._submit(*self._read_form())
         except (ValueError, KeyError) as error:
-            self._show_error(error_message(error))
+            self.query_one(FormError).show(error_message(error))
             return
         self.dismiss(request_id)
 

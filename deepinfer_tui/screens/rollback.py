@@ -15,7 +15,7 @@ from textual.widgets import Button, Input, Static
 
 from ..describe import error_message
 from ..parsing import parse_int
-from .form import FormInput, dialog_footer
+from .form import FormError, FormInput, dialog_footer
 
 # Called with the token count; returns the removed tokens or raises ValueError/KeyError.
 Rollback = Callable[[int], list[int]]
@@ -41,7 +41,7 @@ class RollbackScreen(ModalScreen[list[int] | None]):
                 "larger counts stop at zero."
             )
             yield FormInput(value="1", id="count", compact=True)
-            yield Static("", id="form-error", classes="form-error")
+            yield FormError()
             with Horizontal(classes="buttons"):
                 yield Button("Roll back", variant="warning", id="rollback", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
@@ -59,10 +59,13 @@ class RollbackScreen(ModalScreen[list[int] | None]):
             count = parse_int(self.query_one("#count", Input).value, "the count", minimum=1)
             removed = self._rollback(count)
         except (ValueError, KeyError) as error:
-            self.query_one("#form-error", Static).update(f"✗ {error_message(error)}")
-            self.app.bell()
+            self.query_one(FormError).show(error_message(error))
             return
         self.dismiss(removed)
+
+    @on(Input.Changed)
+    def _edited(self) -> None:
+        self.query_one(FormError).clear()
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
