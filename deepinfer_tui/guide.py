@@ -116,3 +116,29 @@ def references(chapter: Chapter) -> References:
             found[current].extend(_BACKTICKED.findall(line))
     keys, files, commands = (tuple(found[label]) for label in labels)
     return References(keys, files, commands)
+
+
+# CJK ideographs, kana, CJK and full-width punctuation: text a line may break inside.
+_CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"
+_SPACE_BY_CJK = re.compile(rf"(?<=[{_CJK}]) (?=\S)|(?<=\S) (?=[{_CJK}])")
+_LINE_MARKER = re.compile(r"^\s*(?:[-*+]|\d+\.|#+|>)\s+")
+
+
+def for_terminal(chapter: Chapter) -> str:
+    """The chapter's Markdown as the app shows it. A terminal's wrapping breaks lines only at
+    spaces, so in Chinese prose the one space before a Latin word would move the whole run of
+    ideographs after it to the next line, half-empty lines behind: those spaces go, and the
+    run folds at the width instead. Code blocks, tables and line markers keep their spaces."""
+    if chapter.lang != "zh":
+        return chapter.text
+    lines, fenced = [], False
+    for line in chapter.text.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if fenced or line.lstrip().startswith(("```", "|")):
+            lines.append(line)
+            continue
+        marker = _LINE_MARKER.match(line)
+        head = marker.group(0) if marker else ""
+        lines.append(head + _SPACE_BY_CJK.sub("", line[len(head) :]))
+    return "\n".join(lines)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from textual.app import App
 from textual.widgets import MarkdownViewer, OptionList
 from textual.widgets.markdown import MarkdownBlock
@@ -17,6 +18,7 @@ from textual.widgets.markdown import MarkdownBlock
 from deepinfer_tui.guide import (
     LANGUAGES,
     Chapter,
+    for_terminal,
     list_chapters,
     read_chapter,
     references,
@@ -50,6 +52,55 @@ def _rendered_text(viewer: MarkdownViewer) -> str:
 
 
 # -- the chapters themselves -----------------------------------------------------------------
+
+
+def _markdown_shape(text: str) -> list[tuple[str, str, str]]:
+    """Block and inline token kinds, and inline code, as the app's Markdown parser reads them."""
+    from markdown_it import MarkdownIt
+
+    shape = []
+    for token in MarkdownIt("gfm-like").parse(text):
+        shape.append((token.type, token.tag, ""))
+        for child in token.children or []:
+            code = child.content if child.type == "code_inline" else ""
+            shape.append((child.type, child.tag, code))
+    return shape
+
+
+@pytest.mark.parametrize("chapter", _chapter_params())
+def test_the_terminal_text_only_drops_spaces_next_to_chinese(chapter: Chapter) -> None:
+    shown = for_terminal(chapter)
+    if chapter.lang == "en":
+        assert shown == chapter.text
+        return
+    assert shown != chapter.text and shown.replace(" ", "") == chapter.text.replace(" ", "")
+    assert _markdown_shape(shown) == _markdown_shape(chapter.text)  # same emphasis, code, lists
+    prose = [line for line in shown.splitlines() if not line.lstrip().startswith(("|", "```"))]
+    for line in prose:
+        text = re.sub(r"^\s*(?:[-*+]|\d+\.|#+|>)\s+", "", line)  # a list or heading marker
+        assert not re.search(r"[\u4e00-\u9fff，。：；] \S|\S [\u4e00-\u9fff]", text), line
+
+
+async def test_a_chinese_paragraph_fills_its_lines() -> None:
+    """A terminal wraps only at spaces: one before a Latin word used to push the ideographs
+    after it to the next line, leaving half of the line empty."""
+
+    class ChineseGuideApp(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(GuideScreen(chapter="3", lang="zh"))
+
+    app = ChineseGuideApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        document = app.screen.query_one(MarkdownViewer).document
+        first = next(b for b in document.query(MarkdownBlock) if "token" in str(b.content))
+        width = first.content_region.width
+        region = first.content_region.reset_offset
+        lines = [cell_len(strip.text.rstrip()) for strip in first.render_lines(region)]
+        filled = [n for n in lines if n]
+        assert len(filled) >= 3
+        for length in filled[:-1]:  # a wide character may leave one cell at the end
+            assert length >= width - 1, (lines, width)
 
 
 def test_every_chapter_exists_in_both_languages_with_the_same_ids() -> None:
@@ -248,7 +299,7 @@ async def test_guide_screen_switches_chapter_and_language() -> None:
         await pilot.press("l")
         await pilot.pause()
         second_zh = read_chapter("02", "zh")
-        assert viewer.document.source == second_zh.text
+        assert viewer.document.source == for_terminal(second_zh)
         chinese_text = _rendered_text(viewer)
         assert second_zh.title in chinese_text
         assert len(CJK.findall(chinese_text)) > 300
@@ -275,7 +326,7 @@ async def test_guide_screen_opens_on_the_requested_chapter_and_closes_with_q() -
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         viewer = app.screen.query_one(MarkdownViewer)
-        assert viewer.document.source == read_chapter("05", "zh").text
+        assert viewer.document.source == for_terminal(read_chapter("05", "zh"))
         assert app.screen.query_one(OptionList).highlighted == 4
         await pilot.press("q")
         await pilot.pause()

@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, MarkdownViewer, OptionList
 from textual.widgets.option_list import Option
 
-from deepinfer_tui.guide import LANGUAGES, Chapter, list_chapters, read_chapter
+from deepinfer_tui.guide import LANGUAGES, Chapter, for_terminal, list_chapters, read_chapter
 
 LANGUAGE_NAMES = {"en": "English", "zh": "中文"}
 
@@ -51,7 +51,9 @@ class GuideScreen(Screen[None]):
         yield Header()
         with Horizontal(id="guide-body"):
             yield OptionList(*self._options(), id="guide-chapters")
-            yield MarkdownViewer(self.chapter.text, show_table_of_contents=False, id="guide-viewer")
+            yield MarkdownViewer(
+                for_terminal(self.chapter), show_table_of_contents=False, id="guide-viewer"
+            )
         yield Footer()
 
     def on_mount(self) -> None:
@@ -77,7 +79,7 @@ class GuideScreen(Screen[None]):
         self.chapter = chapter
         self._update_subtitle()
         viewer = self.query_one("#guide-viewer", MarkdownViewer)
-        await viewer.document.update(chapter.text)
+        await viewer.document.update(for_terminal(chapter))
         viewer.scroll_home(animate=False)
 
     async def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
