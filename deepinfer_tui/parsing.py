@@ -57,3 +57,18 @@ def eos_problem(eos_id: object, vocab_size: int) -> str | None:
     if isinstance(eos_id, bool) or not isinstance(eos_id, int) or not 0 <= eos_id < vocab_size:
         return f"the EOS token id must be in [0, {vocab_size}), got {eos_id!r}"
     return None
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, keeping its start and end (where a message
+    says what the problem is): a value from a file may be megabytes long."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 2 // 3
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+
+
+def shown(value: object, limit: int = 40) -> str:
+    """repr() of a value for an error message, at most `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -3,7 +3,7 @@
 Events apply in file order. `"tick": N` applies once the engine has run N rounds (or earlier,
 when it has nothing left to do); `"idle": true` waits until the engine has nothing left to do.
 An event may `submit` a request, `cancel` one, move the injected `clock` to an absolute time,
-and carry a `note` shown in the log.
+and carry a `note` shown in the log; it must do at least one of these.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from engine import Engine, EngineConfig, TinyModel, check_request_id, make_draft
+from engine import Engine, EngineConfig, TinyModel, check_request_id, label_problem, make_draft
 
 from .jsonfile import read_json
-from .parsing import eos_problem
+from .parsing import eos_problem, shorten, shown
 
 SCHEMA = 1
+MAX_NAME_LENGTH = 200  # characters: a title line, not a paragraph (file names are cut shorter)
+MAX_PROBLEM_LENGTH = 300  # characters of one error's text: values in a file may be huge
 
 
 class ScenarioError(ValueError):
@@ -145,7 +147,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     """Validate a scenario document completely (models and config are built once)."""
 
     def fail(where: str, problem: str) -> ScenarioError:
-        return ScenarioError(f"{source}: {where}: {problem}")
+        return ScenarioError(f"{source}: {where}: {shorten(problem, MAX_PROBLEM_LENGTH)}")
 
     if not isinstance(data, dict):
         raise fail("top level", "must be a JSON object")
@@ -154,13 +156,25 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     if unknown:
         raise fail("top level", f"unknown field(s) {', '.join(unknown)}")
     if data.get("schema", SCHEMA) != SCHEMA:
-        raise fail("schema", f"version {data.get('schema')!r} is not supported (expected {SCHEMA})")
-    name = data.get("name", Path(source).stem)
-    if not isinstance(name, str) or not name:
-        raise fail("name", "must be a non-empty string")
+        raise fail(
+            "schema", f"version {shown(data.get('schema'))} is not supported (expected {SCHEMA})"
+        )
+    if "name" in data:
+        name = data["name"]
+        problem = name_problem(name)
+    else:  # the file's name, cut to length: a long file name must not make the file unusable
+        name = Path(source).stem[:MAX_NAME_LENGTH]
+        problem = name_problem(name)
+        if problem:
+            problem = f"taken from the file's name, which {problem}; give the scenario a name"
+    if problem:
+        raise fail("name", problem)
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise fail("description", f"must be a string, got {shown(description)}")
     seed = data.get("seed", 7)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise fail("seed", f"must be a non-negative integer, got {seed!r}")
+        raise fail("seed", f"must be a non-negative integer, got {shown(seed)}")
     model = data.get("model", {})
     if not isinstance(model, dict) or set(model) - {"vocab_size", "width", "depth", "window"}:
         raise fail("model", "must be an object with vocab_size, width, depth and/or window")
@@ -177,7 +191,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise fail("events", "must be a list")
     scenario = Scenario(
         name=name,
-        description=str(data.get("description", "")),
+        description=description,
         seed=seed,
         model=dict(model),
         draft=None if draft is None else dict(draft),
@@ -185,13 +199,20 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         events=tuple(_parse_event(e, i, fail) for i, e in enumerate(raw_events)),
         source=source,
     )
+    # Each section on its own, so an error names the one that holds the bad setting.
     try:
         target = TinyModel(seed=seed, **model)
-        if draft is not None:
+    except (TypeError, ValueError) as error:
+        raise fail("model", str(error)) from None
+    if draft is not None:
+        try:
             make_draft(target, **{"seed": seed + 1, **draft})
+        except (TypeError, ValueError) as error:
+            raise fail("draft", str(error)) from None
+    try:
         engine_config = scenario.engine_config()
     except (TypeError, ValueError) as error:
-        raise fail("model/draft/config", str(error)) from None
+        raise fail("config", str(error)) from None
     explicit = {e.submit["id"] for e in scenario.events if e.submit and e.submit.get("id")}
     ids: dict[str, int] = {}  # request id -> index of the event that submits it
     resolved = []
@@ -223,10 +244,16 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
             ids[request_id] = index
             event = replace(event, request_id=request_id)
         if event.cancel is not None and event.cancel not in ids:
-            raise fail(f"events[{index}].cancel", f"no earlier submit has id {event.cancel!r}")
+            raise fail(f"events[{index}].cancel", f"no earlier submit has id {shown(event.cancel)}")
         resolved.append(event)
     scenario = replace(scenario, events=tuple(resolved))
     return scenario
+
+
+def name_problem(name: object) -> str | None:
+    """Why `name` cannot be a scenario's name (None if it can): the request ids' rule (a
+    non-empty printable string), at most MAX_NAME_LENGTH characters."""
+    return label_problem(name, MAX_NAME_LENGTH)
 
 
 def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
@@ -239,7 +266,7 @@ def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
     tick = raw.get("tick")
     idle = raw.get("idle", False)
     if tick is not None and (isinstance(tick, bool) or not isinstance(tick, int) or tick < 0):
-        raise fail(f"{where}.tick", f"must be a non-negative integer, got {tick!r}")
+        raise fail(f"{where}.tick", f"must be a non-negative integer, got {shown(tick)}")
     if not isinstance(idle, bool):
         raise fail(f"{where}.idle", "must be true or false")
     if (tick is None) == (not idle):
@@ -259,7 +286,8 @@ def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
         max_tokens = submit.get("max_tokens", 8)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise fail(
-                f"{where}.submit.max_tokens", f"must be a non-negative integer, got {max_tokens!r}"
+                f"{where}.submit.max_tokens",
+                f"must be a non-negative integer, got {shown(max_tokens)}",
             )
         submit = {"max_tokens": max_tokens, **submit}
     cancel = raw.get("cancel")
@@ -272,10 +300,14 @@ def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
         or not clock >= 0
         or not math.isfinite(clock)  # 1e309 in JSON reads as infinity
     ):
-        raise fail(f"{where}.clock", f"must be a non-negative number of seconds, got {clock!r}")
+        raise fail(
+            f"{where}.clock", f"must be a non-negative number of seconds, got {shown(clock)}"
+        )
     note = raw.get("note")
     if note is not None and not isinstance(note, str):
         raise fail(f"{where}.note", "must be a string")
+    if submit is None and cancel is None and clock is None and note is None:
+        raise fail(where, "does nothing: give it a submit, a cancel, a clock and/or a note")
     return ScenarioEvent(
         tick=tick,
         idle=idle,

@@ -1,7 +1,7 @@
 """deepinfer engine: a pure NumPy paged, prefix-caching, speculative inference engine."""
 
 from .config import EngineConfig, RequestError, Result
-from .engine import MAX_REQUEST_ID_LENGTH, Engine, check_request_id
+from .engine import MAX_REQUEST_ID_LENGTH, Engine, check_request_id, label_problem
 from .model import State, TinyModel, make_draft
 from .reference import greedy_generate
 
@@ -15,5 +15,6 @@ __all__ = [
     "TinyModel",
     "check_request_id",
     "greedy_generate",
+    "label_problem",
     "make_draft",
 ]

@@ -154,23 +154,29 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def check_request_id(request_id: object) -> str:
-    """Return `request_id` if it is a usable request id; else raise ValueError saying why."""
-    if not isinstance(request_id, str) or not request_id.strip():
-        raise ValueError(f"request_id must be a non-empty string, got {_shown(request_id)}")
-    if len(request_id) > MAX_REQUEST_ID_LENGTH:
-        raise ValueError(
-            f"request_id {_shown(request_id)} has {len(request_id)} characters; "
-            f"at most {MAX_REQUEST_ID_LENGTH} are allowed"
-        )
-    for char in request_id:
+def label_problem(label: object, max_length: int) -> str | None:
+    """Why `label` cannot name something shown on a line (None if it can): it must be a
+    non-empty string of at most `max_length` characters, none of them unprintable. The
+    problem reads after the label's own name ("request_id must be ...")."""
+    if not isinstance(label, str) or not label.strip():
+        return f"must be a non-empty string, got {_shown(label)}"
+    if len(label) > max_length:
+        return f"{_shown(label)} has {len(label)} characters; at most {max_length} are allowed"
+    for char in label:
         if unicodedata.category(char) in _UNPRINTABLE:
-            raise ValueError(
-                f"request_id {_shown(request_id)} contains U+{ord(char):04X} "
-                f"{unicodedata.name(char, '')}".rstrip()
+            return (
+                f"{_shown(label)} contains U+{ord(char):04X} {unicodedata.name(char, '')}".rstrip()
                 + ": control, format, surrogate and line-separator characters are not allowed"
             )
-    return request_id
+    return None
+
+
+def check_request_id(request_id: object) -> str:
+    """Return `request_id` if it is a usable request id; else raise ValueError saying why."""
+    problem = label_problem(request_id, MAX_REQUEST_ID_LENGTH)
+    if problem is not None:
+        raise ValueError(f"request_id {problem}")
+    return str(request_id)  # label_problem checked it is one
 
 
 class Engine:
