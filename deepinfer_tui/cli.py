@@ -1,7 +1,8 @@
 """The deepinfer-tui command line: the debugger, and headless commands for scripts and CI.
 
 Every command checks its input first; bad input is one line on stderr and exit status 2, never
-a traceback. `--json` prints one JSON object whose first key is "command"; shapes:
+a traceback. Output that cannot be written (a full disk) is exit status 1. `--json` prints one
+JSON object whose first key is "command"; shapes:
 
 demo      {command, scenario, scope, stages[{index, ticks[first,last]|null, clock, notes[],
            restores[], results[], speculation{verified, accepted, rejected, rolled_back_positions},
@@ -31,7 +32,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -44,7 +45,7 @@ from . import __version__
 from .describe import describe, error_message, format_tokens, plural
 from .export import ALL_FORMATS, DEFAULT_EXPORT_DIR, export_all, parse_formats
 from .jsonfile import read_json
-from .parsing import eos_problem, parse_tokens, whole_number
+from .parsing import eos_problem, parse_tokens, shorten, shown, whole_number
 from .replay import Replay, TraceError, load_trace
 from .scenario import Scenario, ScenarioError, default_scenario, load_scenario, parse_scenario
 from .session import Session
@@ -53,10 +54,43 @@ PROG = "deepinfer-tui"
 ORACLE_TOLERANCE = 1e-10
 MAX_BOUNDED_LENGTH = 4096  # full recompute is quadratic in length; keep the experiment quick
 SCOPE = "real float64 NumPy arithmetic on random, untrained weights: token ids, not language"
+MAX_ERROR_LINE = 1000  # characters: a message quoting a huge value must still be one line to read
 
 
 class UsageError(Exception):
     """Bad input: printed as one line, exit status 2."""
+
+
+class OutputLost(Exception):
+    """Standard output could not be written (exit status 1). Not an OSError: a command's
+    handler for files it was given (bad input, status 2) must not take it for one."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class _GuardedOutput:
+    """Standard output while the program runs: a write or flush that fails raises
+    OutputLost; everything else is the stream's own."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as error:
+            raise OutputLost(error) from error
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as error:
+            raise OutputLost(error) from error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,7 +134,7 @@ def token_list(text: str) -> list[int]:
     try:
         return parse_tokens(text)
     except ValueError as error:
-        raise argparse.ArgumentTypeError(f"bad token list {text!r}: {error}") from None
+        raise argparse.ArgumentTypeError(f"bad token list {shown(text)}: {error}") from None
 
 
 # -- engine settings shared by the app, generate and export --------------------------------------
@@ -325,6 +359,7 @@ def _stage_summary(
                     "cache",
                     "reused_positions",
                     "suffix_positions",
+                    "encoder_rows",
                     "reason",
                 )
             }
@@ -361,7 +396,7 @@ def _print_stage(stage: dict[str, Any]) -> None:
     for restore in stage["restores"]:
         print(
             f"  restore  {restore['request_id']} {restore['cache']}: reused "
-            f"{restore['reused_positions']} positions, computed {restore['suffix_positions']} "
+            f"{restore['reused_positions']} positions, computed {restore['encoder_rows']} "
             f"({restore['reason']})"
         )
     width = max((len(r["id"]) for r in stage["results"]), default=0)
@@ -432,18 +467,18 @@ def _read_requests(path: str) -> list[dict[str, Any]]:
             raise UsageError(f"{where}: expected an object with a prompt")
         unknown = sorted(set(item) - _REQUEST_FIELDS)
         if unknown:
-            raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)}")
+            raise UsageError(f"{where}: unknown field(s) {shorten(', '.join(unknown), 200)}")
         if "prompt" not in item:
             raise UsageError(f"{where}: needs a prompt (a list of token ids)")
         prompt = item["prompt"]
         if not isinstance(prompt, list) or not all(
             isinstance(t, int) and not isinstance(t, bool) for t in prompt
         ):
-            raise UsageError(f"{where}: prompt must be a list of token ids, got {prompt!r}")
+            raise UsageError(f"{where}: prompt must be a list of token ids, got {shown(prompt)}")
         for key in ("max_tokens", "eos_id"):
             value = item.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise UsageError(f"{where}: {key} must be a whole number, got {value!r}")
+                raise UsageError(f"{where}: {key} must be a whole number, got {shown(value)}")
         if "id" in item:
             try:
                 check_request_id(item["id"])  # the engine's own rule, before any request runs
@@ -459,7 +494,8 @@ def _generate_scenario(args: argparse.Namespace) -> Scenario:
         requests = _read_requests(args.input)
     else:
         requests = [
-            {"where": f"--prompt {','.join(map(str, p))}", "prompt": p} for p in args.prompt
+            {"where": f"--prompt {shorten(','.join(map(str, p)), 40)}", "prompt": p}
+            for p in args.prompt
         ]
     model = TinyModel(seed=base.seed, **base.model)
     config = EngineConfig.from_dict(base.config)
@@ -808,7 +844,8 @@ examples:
   {PROG} guide --list --lang zh
 
 Bad input exits with status 2 and one line on stderr; a failed check exits with 1, and so
-does an internal error (a bug: set DEEPINFER_TUI_TRACEBACK=1 to see its traceback).
+do output that cannot be written and an internal error (a bug: set DEEPINFER_TUI_TRACEBACK=1
+to see its traceback).
 Every --json output is one object whose "command" key names the command."""
 
 
@@ -998,25 +1035,28 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     if sys.stdout is None:  # started with `>&-`: print() would drop everything silently
         return _fail("standard output is closed, so nothing could be printed")
+    stdout = sys.stdout
+    sys.stdout = cast(TextIO, _GuardedOutput(stdout))
     try:
         code = _main(argv)  # --help and --version print while the arguments are parsed
         sys.stdout.flush()  # output lost to a full disk is a failure, not a silent success
-    except BrokenPipeError:
-        _silence_stdout()
+    except OutputLost as lost:
+        _silence_stdout(stdout)
+        if not isinstance(lost.error, BrokenPipeError):  # the reader left (`| head`): quiet
+            reason = lost.error.strerror or lost.error
+            print(f"{PROG}: cannot write the output ({reason})", file=sys.stderr)
         return 1
-    except OSError as error:
-        _silence_stdout()
-        print(f"{PROG}: cannot write the output ({error.strerror or error})", file=sys.stderr)
-        return 1
+    finally:
+        sys.stdout = stdout
     return code
 
 
-def _silence_stdout() -> None:
+def _silence_stdout(stdout: TextIO) -> None:
     """Point stdout at the null device, so the exit's final flush of what could not be
     written does not complain too."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stdout.fileno())
     except (OSError, ValueError):  # not a file descriptor (e.g. a StringIO): nothing to do
         pass
 
@@ -1036,9 +1076,8 @@ def _main(argv: list[str] | None) -> int:
     where = PROG if args.command is None else f"{PROG} {args.command}"
     try:
         return int(args.handler(args))
-    except BrokenPipeError:  # the reader went away (e.g. `| head`)
-        _silence_stdout()
-        return 1
+    except OutputLost:  # main() reports it: not bad input, and not a bug
+        raise
     except KeyboardInterrupt:
         return 130
     except MemoryError as error:  # e.g. a pool of a billion blocks: NumPy names the size
@@ -1081,15 +1120,19 @@ def _misplaced_message(parser: argparse.ArgumentParser, command: str, options: l
             f"{names} before '{command}' would be ignored: a command's options go after it "
             f"({PROG} {command} {options[0]} ...)"
         )
+    if command == "export" and "--export-dir" in not_taken:  # export's folder is its --out
+        hint = f"; it writes into the folder given by --out ({PROG} export --out DIR)"
+    else:
+        hint = f" (see {PROG} {command} --help)"
     return (
         f"{names} before '{command}' would be ignored (options there set up the app), and "
-        f"'{command}' has no {', '.join(not_taken)} (see {PROG} {command} --help)"
+        f"'{command}' has no {', '.join(not_taken)}{hint}"
     )
 
 
 def _fail(message: str, where: str = PROG) -> int:
     """One line on stderr, led by the program (and command) name, and exit status 2."""
-    line = " ".join(message.split())
+    line = shorten(" ".join(message.split()), MAX_ERROR_LINE)
     if not line.startswith(PROG):
         line = f"{where}: {line}"
     print(line, file=sys.stderr)

@@ -9,6 +9,7 @@ Rich only: this module must work headless, without Textual.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import html
 import io
 import json
@@ -36,6 +37,7 @@ SUFFIXES = {
 }
 DOCUMENT_WIDTH = 120
 ROUND_US = 1000  # synthetic time: one engine round is drawn as 1000 µs
+MAX_STEM = 64  # characters of a name in a file name: with suffixes, far below 255
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
@@ -59,8 +61,14 @@ def check_formats(formats: Iterable[str]) -> tuple[str, ...]:
 
 
 def safe_name(name: str) -> str:
-    """A name usable as a file name on every filesystem, with no path in it."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "scenario"
+    """A name usable as a file name on every filesystem, with no path in it, of at most
+    MAX_STEM characters: a longer one is cut and ends in a hash of the whole name, so names
+    that differ only after the cut still get files of their own."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "scenario"
+    if len(safe) <= MAX_STEM:
+        return safe
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{safe[: MAX_STEM - len(digest) - 1].rstrip('-.')}-{digest}"
 
 
 def base_name(session: Session) -> str:

@@ -251,6 +251,7 @@ def test_bounded_recovery_fails_the_oracle_check(capsys: pytest.CaptureFixture[s
         (["--num-blocks", "4", "demo"], "'demo' has no --num-blocks"),
         (["--export-dir", "x", "guide"], "'guide' has no --export-dir"),
         (["--export-dir", "deepinfer-exports", "demo"], "'demo' has no --export-dir"),
+        (["--export-dir", "x", "export"], "the folder given by --out (deepinfer-tui export --out"),
         (["--trace", "t.json", "demo"], "deepinfer-tui replay FILE"),
     ],
 )
@@ -415,6 +416,10 @@ def test_guide_lists_and_prints_chapters(capsys: pytest.CaptureFixture[str]) -> 
             "events[0].submit.id: request_id 'a\\x00b' contains U+0000",
         ),
         ('{"events": [{"tick": 0, "submit": {"id": "' + "x" * 65 + '", "prompt": [1]}}]}', "65"),
+        ('{"name": "a/b\\n../c\\u202e"}', "name: 'a/b\\n../c\\u202e' contains U+000A"),
+        ('{"description": {"a": 1}}', "description: must be a string, got {'a': 1}"),
+        ('{"events": [{"tick": 0}]}', "events[0]: does nothing: give it a submit, a cancel"),
+        ('{"config": {"block_size": 0}}', ": config: block_size must be a positive integer"),
     ],
 )
 def test_malformed_scenario_names_the_file(
@@ -423,6 +428,52 @@ def test_malformed_scenario_names_the_file(
     path = tmp_path / "scenario.json"
     path.write_text(content, encoding="utf-8")
     assert_one_line_error(*run(capsys, "--scenario", str(path)), str(path), problem)
+
+
+def test_a_huge_value_in_a_scenario_is_not_echoed_whole(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "scenario.json"
+    for data in ({"name": "n" * 10_000}, {"config": {"recovery_mode": "r" * 10_000}}):
+        path.write_text(json.dumps(data), encoding="utf-8")
+        code, out, err = run(capsys, "export", "--scenario", str(path), "--out", str(tmp_path))
+        assert_one_line_error(code, out, err, str(path))
+        assert len(err) < len(str(path)) + 350  # the value cut short
+
+
+def test_a_huge_prompt_is_not_echoed_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    prompt = ",".join(["1"] * 5000 + ["99"])
+    code, out, err = run(capsys, "generate", "--prompt", prompt)
+    assert_one_line_error(code, out, err, "outside the vocabulary")
+    assert len(err) < 400
+    code, out, err = run(capsys, "generate", "--prompt", prompt.replace("99", "x"))
+    assert_one_line_error(code, out, err, "token 5001 must be a whole number, got 'x'")
+    assert len(err) < 400
+
+
+@pytest.mark.parametrize(
+    ("file_name", "data"),
+    [
+        ("s.json", {"name": "n" * 200}),
+        ("s.json", {"name": "\u00e9" * 200}),  # each byte-long in no file system's name
+        ("x" * 230 + ".json", {}),  # the name is the file's
+    ],
+)
+def test_a_long_scenario_name_still_exports(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, file_name: str, data: dict[str, Any]
+) -> None:
+    path = tmp_path / file_name
+    path.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "out"
+    exported = run_json(
+        capsys, "export", "--scenario", str(path), "--steps", "1", "--out", str(out)
+    )
+    files = [Path(name) for name in exported["files"]]
+    assert len(files) == 5 and all(f.is_file() and len(f.name) <= 100 for f in files)
+    again = run_json(capsys, "export", "--scenario", str(path), "--steps", "1", "--out", str(out))
+    # The same name gives the same stem: the second export is numbered after the first.
+    stem = files[0].name.split(".")[0]
+    assert Path(again["files"][0]).name.startswith(f"{stem}-2.")
 
 
 def test_trace_cannot_be_mixed_with_settings(
@@ -528,20 +579,80 @@ def test_settings_too_big_for_memory_are_one_line(
     )
 
 
+LOST_OUTPUT = "deepinfer-tui: cannot write the output (No space left on device)\n"
+
+# Each command that prints, small outputs and large ones (those fail while the command runs,
+# before the final flush); "{out}" is a folder of the test's own.
+_PRINTING = [
+    ["--help"],
+    ["--version"],
+    ["guide", "--list"],
+    ["guide", "01"],
+    ["generate", "--prompt", "1"],
+    ["generate", "--prompt", "1", "--json"],
+    ["demo"],
+    ["demo", "--trace", "--json"],
+    ["bounded"],
+    ["export", "--steps", "2", "--out", "{out}"],
+    ["replay", "{out}/default-t0002.trace.json", "--check"],
+]
+
+
+def _with_folder(argv: list[str], out: Path) -> list[str]:
+    return [arg.replace("{out}", str(out)) for arg in argv]
+
+
+@pytest.fixture(scope="module")
+def exported_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding default-t0002.trace.json, for replay."""
+    out = tmp_path_factory.mktemp("exports")
+    assert main(["export", "--steps", "2", "--out", str(out), "--format", "json"]) == 0
+    return out
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs a full device")
-@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["guide", "--list"]])
-def test_output_lost_to_a_full_disk_is_a_failure(argv: list[str]) -> None:
+@pytest.mark.parametrize("argv", _PRINTING)
+def test_output_lost_to_a_full_disk_is_a_failure(argv: list[str], exported_folder: Path) -> None:
     with open("/dev/full", "w") as full:
         done = subprocess.run(
-            [sys.executable, "-m", "deepinfer_tui", *argv],
+            [sys.executable, "-m", "deepinfer_tui", *_with_folder(argv, exported_folder)],
             stdout=full,
             stderr=subprocess.PIPE,
             text=True,
             timeout=60,
         )
-    assert done.returncode != 0
-    assert "No space left on device" in done.stderr
-    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    # Status 1: the output failed, the input was fine (status 2 would blame the input).
+    assert (done.returncode, done.stderr) == (1, LOST_OUTPUT)
+
+
+@pytest.mark.parametrize("argv", _PRINTING)
+def test_output_that_cannot_be_written_in_process_is_status_1(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    exported_folder: Path,
+) -> None:
+    """Every write fails at once, so the command is still running when it does."""
+
+    class FullStream(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sys, "stdout", FullStream())
+    assert main(_with_folder(argv, exported_folder)) == 1
+    assert capsys.readouterr().err == LOST_OUTPUT
+
+
+def test_a_reader_that_goes_away_is_status_1_and_quiet(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class ClosedPipe(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["demo"]) == 1
+    assert capsys.readouterr().err == ""
 
 
 def test_a_closed_stdout_is_a_failure() -> None:

@@ -275,3 +275,18 @@ def test_the_text_export_opens_with_the_scenario_description(
     text = " ".join(files["txt"].read_text(encoding="utf-8").split())  # the grid wraps it
     assert f"scenario {description}" in text
     assert text.index(description) < text.index("tick · clock")
+
+
+def test_a_long_name_gives_short_distinct_stable_file_names(tmp_path: Path) -> None:
+    def stems(name: str, folder: str) -> set[str]:
+        session = Session(parse_scenario({"name": name}))
+        paths = export_all(session, tmp_path / folder)
+        assert len(paths) == len(ALL_FORMATS) and all(path.is_file() for path in paths)
+        return {path.name.split(".")[0] for path in paths}
+
+    long = ("a-very-long-scenario-name " * 8)[:199] + "1"  # the longest name allowed
+    (first,) = stems(long, "one")
+    assert first.startswith("a-very-long-scenario-name-") and first.endswith("-t0000")
+    assert len(first) <= 64 + len("-t0000")
+    assert stems(long, "again") == {first}  # the same name, the same file names
+    assert stems(long[:199] + "2", "other") != {first}  # differs only after the cut
