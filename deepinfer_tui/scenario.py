@@ -3,7 +3,8 @@
 Events apply in file order. `"tick": N` applies once the engine has run N rounds (or earlier,
 when it has nothing left to do); `"idle": true` waits until the engine has nothing left to do.
 An event may `submit` a request, `cancel` one, move the injected `clock` to an absolute time,
-and carry a `note` shown in the log; it must do at least one of these.
+and carry a `note` shown in the log. An event with none of these is a wait: the events after it
+apply only once it is due.
 """
 
 from __future__ import annotations
@@ -306,8 +307,6 @@ def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
     note = raw.get("note")
     if note is not None and not isinstance(note, str):
         raise fail(f"{where}.note", "must be a string")
-    if submit is None and cancel is None and clock is None and note is None:
-        raise fail(where, "does nothing: give it a submit, a cancel, a clock and/or a note")
     return ScenarioEvent(
         tick=tick,
         idle=idle,

@@ -418,7 +418,6 @@ def test_guide_lists_and_prints_chapters(capsys: pytest.CaptureFixture[str]) -> 
         ('{"events": [{"tick": 0, "submit": {"id": "' + "x" * 65 + '", "prompt": [1]}}]}', "65"),
         ('{"name": "a/b\\n../c\\u202e"}', "name: 'a/b\\n../c\\u202e' contains U+000A"),
         ('{"description": {"a": 1}}', "description: must be a string, got {'a': 1}"),
-        ('{"events": [{"tick": 0}]}', "events[0]: does nothing: give it a submit, a cancel"),
         ('{"config": {"block_size": 0}}', ": config: block_size must be a positive integer"),
     ],
 )

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from deepinfer_tui.scenario import ScenarioError, parse_scenario
+from deepinfer_tui.session import Session
 from engine import check_request_id
 
 
@@ -76,12 +77,19 @@ def test_the_description_must_be_a_string(description: object) -> None:
     assert problem.startswith("s.json: description: must be a string, got ")
 
 
-def test_an_event_that_does_nothing_is_refused() -> None:
-    for event in ({"tick": 0}, {"idle": True}, {"tick": 3, "submit": None}):
-        problem = _problem({"events": [{"tick": 0, "note": "fine"}, event]})
-        assert problem.startswith("s.json: events[1]: does nothing")
-        for action in ("submit", "cancel", "clock", "note"):
-            assert action in problem
+@pytest.mark.parametrize("wait", [{"idle": True}, {"tick": 4}, {"tick": 4, "submit": None}])
+def test_an_event_with_no_action_is_a_wait_for_the_events_after_it(wait: dict[str, Any]) -> None:
+    first = {"tick": 0, "submit": {"id": "a", "prompt": [1, 2, 3], "max_tokens": 6}}
+    later = {"tick": 0, "submit": {"id": "b", "prompt": [4, 5], "max_tokens": 2}}
+    # Greedy decoding: a commits one token per round, so it is done after 6 rounds.
+    session = Session(parse_scenario({"draft": None, "events": [first, wait, later]}))
+    submitted_at = None
+    while not session.finished:
+        ids = {r["id"] for r in session.snapshot()["requests"]}
+        if "b" in ids and submitted_at is None:
+            submitted_at = session.engine.tick
+        session.step()
+    assert submitted_at == (4 if "tick" in wait else 6)
 
 
 @pytest.mark.parametrize(
