@@ -43,7 +43,7 @@ from engine import EngineConfig, TinyModel, check_request_id, greedy_generate
 
 from . import __version__
 from .describe import describe, error_message, format_tokens, plural
-from .export import ALL_FORMATS, DEFAULT_EXPORT_DIR, export_all, parse_formats
+from .export import ALL_FORMATS, DEFAULT_EXPORT_DIR, WriteFailed, export_all, parse_formats
 from .jsonfile import read_json
 from .parsing import eos_problem, parse_tokens, shorten, shown, whole_number
 from .replay import Replay, TraceError, load_trace
@@ -1082,6 +1082,8 @@ def _main(argv: list[str] | None) -> int:
         return 130
     except MemoryError as error:  # e.g. a pool of a billion blocks: NumPy names the size
         return _fail(f"not enough memory for these settings ({error_message(error)})", where)
+    except WriteFailed as error:  # the files, not the input: as for standard output
+        return _fail(error_message(error), where, status=1)
     except (UsageError, ScenarioError, TraceError, ValueError, OSError) as error:
         return _fail(error_message(error), where)
     except Exception as error:
@@ -1130,10 +1132,11 @@ def _misplaced_message(parser: argparse.ArgumentParser, command: str, options: l
     )
 
 
-def _fail(message: str, where: str = PROG) -> int:
-    """One line on stderr, led by the program (and command) name, and exit status 2."""
+def _fail(message: str, where: str = PROG, status: int = 2) -> int:
+    """One line on stderr, led by the program (and command) name; returns `status` (2: bad
+    input)."""
     line = shorten(" ".join(message.split()), MAX_ERROR_LINE)
     if not line.startswith(PROG):
         line = f"{where}: {line}"
     print(line, file=sys.stderr)
-    return 2
+    return status

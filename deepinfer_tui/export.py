@@ -379,6 +379,11 @@ def export_all(
     return list(files)
 
 
+class WriteFailed(OSError):
+    """Files that could not be written into a usable folder (a full disk, say): a failure of
+    the output, not bad input."""
+
+
 def make_export_folder(directory: Path) -> None:
     """Create `directory` if missing; an OSError that says why it cannot hold exports."""
     if directory.exists() and not directory.is_dir():
@@ -399,7 +404,7 @@ def write_atomically(files: dict[Path, str]) -> None:
             temporaries[path] = _write_temporary(path, text)
     except OSError as error:
         _remove(temporaries.values())
-        raise OSError(f"cannot write {path}: {error.strerror or error}") from None
+        raise WriteFailed(f"cannot write {path}: {error.strerror or error}") from None
     placed: list[Path] = []
     existed = {path for path in files if path.exists()}
     try:
@@ -410,7 +415,7 @@ def write_atomically(files: dict[Path, str]) -> None:
         _remove(t for p, t in temporaries.items() if p not in placed)
         # Files that existed before held the same deterministic export; keep those.
         _remove(p for p in placed if p not in existed)
-        raise OSError(f"cannot write {path}: {error.strerror or error}") from None
+        raise WriteFailed(f"cannot write {path}: {error.strerror or error}") from None
 
 
 def _write_temporary(path: Path, text: str) -> Path:

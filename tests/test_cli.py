@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -681,3 +682,33 @@ def test_output_that_cannot_be_flushed_in_process_is_one_line(
         capsys.readouterr().err
         == "deepinfer-tui: cannot write the output (No space left on device)\n"
     )
+
+
+def test_export_files_that_cannot_be_written_are_status_1_and_leave_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A full disk while the files are written fails the output, not the input."""
+    import deepinfer_tui.export as export
+
+    real_temporary = export._write_temporary
+    written: list[Path] = []
+
+    def fill_up(path: Path, text: str) -> Path:
+        if written:  # the second file finds the disk full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written.append(real_temporary(path, text))
+        return written[-1]
+
+    monkeypatch.setattr(export, "_write_temporary", fill_up)
+    assert main(["export", "--steps", "1", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("deepinfer-tui export: cannot write ") and "No space left" in err
+    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_an_export_folder_that_cannot_be_made_is_bad_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "afile").write_text("x")
+    assert main(["export", "--out", str(tmp_path / "afile" / "sub")]) == 2
+    assert "cannot create export folder" in capsys.readouterr().err
