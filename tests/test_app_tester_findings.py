@@ -12,7 +12,7 @@ from textual.binding import Binding
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.describe import plural
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
-from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
@@ -287,3 +287,34 @@ async def test_a_request_for_zero_tokens_shows_that_nothing_was_computed() -> No
         assert added["status"] == "finished" and app.selected_id == added["id"]
         (restore,) = [line for line in block_lines(app) if line.startswith("restore ")]
         assert ": reused 0, computed 0 " in restore
+
+
+async def test_a_long_scenario_name_leaves_the_figures_in_a_narrow_header() -> None:
+    name = "two users sharing a long system prompt, then a warm restore after expiry"
+    scenario = parse_scenario({**default_scenario().to_dict(), "name": name})
+    app = DebuggerApp(Session(scenario))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("space", "space")
+        first = shown_lines(app.query_one(StatusBar))[0]
+        assert re.search(r" two users sharing a lo\w*… · tick 2 · 0s · ◌\d+ ▶\d+ ■\d+$", first), first
+
+
+async def test_a_long_replay_label_leaves_the_figures_in_a_narrow_header() -> None:
+    long_id = "r" * 64
+    recorded = Session(
+        parse_scenario(
+            {
+                **default_scenario().to_dict(),
+                "events": [{"tick": 0, "submit": {"id": long_id, "prompt": [1, 2, 3]}}],
+            }
+        )
+    )
+    recorded.step()
+    recorded.step()
+    recorded.rollback(long_id, 1)
+    replay = Replay(parse_trace(trace_data(recorded)))
+    app = DebuggerApp(replay.session, replay=replay)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("space", "space", "space")
+        first = shown_lines(app.query_one(StatusBar))[0]
+        assert "roll back rrrrrrrrrrrrrrrrrrrrr…" in first and " · tick 2 · " in first, first
