@@ -188,7 +188,8 @@ class Session:
     def rollback(self, request_id: str, tokens: int = 1) -> list[int]:
         removed = self.engine.rollback(request_id, tokens)
         self._removed[len(self.operations)] = len(removed)
-        self.operations.append({"op": "rollback", "id": request_id, "tokens": tokens})
+        # As plain ints (the engine took them, NumPy's too): the log is written as JSON.
+        self.operations.append({"op": "rollback", "id": request_id, "tokens": int(tokens)})
         return removed
 
     def submit(self, prompt: list[int], max_tokens: int = 8, eos_id: int | None = None) -> str:
@@ -196,8 +197,14 @@ class Session:
             prompt, max_tokens=max_tokens, eos_id=eos_id, request_id=self._free_id()
         )
         self._submitted[len(self.operations)] = request_id
+        request = self.engine.requests[request_id]  # its settings as the engine keeps them
         self.operations.append(
-            {"op": "submit", "prompt": list(prompt), "max_tokens": max_tokens, "eos_id": eos_id}
+            {
+                "op": "submit",
+                "prompt": list(request.prompt),
+                "max_tokens": request.max_tokens,
+                "eos_id": request.eos_id,
+            }
         )
         return request_id
 

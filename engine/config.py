@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .draft import validate_cost_curve
-from .model import RECOVERY_MODES, is_integer
+from .model import RECOVERY_MODES, is_integer, is_number
 
 # Positions one pool may hold: far beyond any use here (at width 32 a position's target rows
 # take 3.3 KB, so this many would need 55 GB).
@@ -70,7 +70,7 @@ class EngineConfig:
             )
         for name in ("state_ttl", "prefix_ttl"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if not is_number(value):
                 raise ValueError(f"{name} must be a number, got {value!r}")
             if not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be finite and positive, got {value!r}")

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .model import is_integer, is_number
+
 ROOT = 0
 
 
@@ -249,14 +251,14 @@ def validate_cost_curve(curve: object, max_batch_tokens: int) -> tuple[tuple[int
         if len(point) != 2:
             raise ValueError(f"cost_curve points must be (size, cost) pairs, got {point!r}")
         size, cost = point
-        if isinstance(size, bool) or not isinstance(size, int) or size <= last:
+        if not is_integer(size) or size <= last:
             raise ValueError("cost_curve sizes must be positive, strictly increasing integers")
-        if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost):
+        if not is_number(cost) or not math.isfinite(cost):
             raise ValueError(f"cost_curve cost {cost!r} must be a finite number")
         if cost <= 0:
             raise ValueError(f"cost_curve cost {cost!r} must be positive")
-        last = size
-    fitting = tuple((s, float(c)) for s, c in points if s <= max_batch_tokens)
+        last = int(size)
+    fitting = tuple((int(s), float(c)) for s, c in points if s <= max_batch_tokens)
     if points and not fitting:
         raise ValueError("no cost_curve size fits within max_batch_tokens")
     return fitting

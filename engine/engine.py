@@ -272,11 +272,17 @@ class Engine:
 
     def now(self) -> float:
         reading = self._clock()
-        if not isinstance(reading, (int, float, np.integer, np.floating)) or isinstance(
-            reading, bool
-        ):
+        # Any real number (Fraction, Decimal, a 0-d array too); not text, a truth value or a
+        # sequence, which float() would take or fail on without naming the clock.
+        unreadable = isinstance(reading, (str, bytes, bool, np.bool_)) or (
+            isinstance(reading, np.ndarray) and reading.ndim != 0
+        )
+        try:
+            value = float(reading)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            unreadable = True
+        if unreadable:
             raise ValueError(f"clock must return a number of seconds, got {reading!r}")
-        value = float(reading)
         if not np.isfinite(value):
             raise ValueError(f"clock returned a non-finite time {value!r}")
         return value
@@ -300,7 +306,7 @@ class Engine:
             while f"request-{number}" in self.requests:
                 number += 1
             request_id = f"request-{number}"
-        check_request_id(request_id)
+        request_id = check_request_id(request_id)  # a str, even from a NumPy string
         if request_id in self.requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
         positions = len(tokens) + max_tokens

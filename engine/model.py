@@ -65,6 +65,11 @@ def is_integer(value: object) -> TypeGuard[int | np.integer]:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+def is_number(value: object) -> TypeGuard[int | float | np.integer | np.floating]:
+    """A real number, Python's or NumPy's, not a bool."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
 def positive_int(value: object, name: str) -> int:
     if not is_integer(value) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -1174,10 +1179,11 @@ def make_draft(
     depth = positive_int(depth, "depth")
     if depth > target.depth:
         raise ValueError(f"draft depth {depth} exceeds the target's depth {target.depth}")
-    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not np.isfinite(noise):
+    if not is_number(noise) or not np.isfinite(noise):
         raise ValueError(f"noise must be a finite number, got {noise!r}")
     if noise < 0:
         raise ValueError(f"noise must be non-negative, got {noise!r}")
+    noise = float(noise)  # a NumPy float32 would lower the head's precision
     if not is_integer(seed) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     draft = TinyModel(

@@ -6,6 +6,8 @@ import json
 import math
 import re
 import sys
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -426,6 +428,12 @@ def test_numpy_integers_count_as_integers_everywhere_and_are_stored_as_ints() ->
                    clock=ManualClock())  # fmt: skip
     numpy = Engine(target, make_draft(target, seed=i(4)), config=config, clock=ManualClock())
     prompt = np.array([5, 6, 7], dtype=np.int32)
+    floats = EngineConfig(
+        state_ttl=np.int64(3), prefix_ttl=np.float32(2), cost_curve=[(i(1), np.float32(1))]
+    )
+    assert floats.to_dict()["cost_curve"] == [[1, 1.0]] and type(floats.state_ttl) is float
+    json.dumps(floats.to_dict())
+    assert make_draft(target, noise=np.float32(0.1)).weights.head.dtype == np.float64
     for engine, n in ((plain, int), (numpy, i)):
         rid = engine.submit(prompt, max_tokens=n(6), eos_id=n(31))
         engine.run(max_steps=n(2))
@@ -433,6 +441,8 @@ def test_numpy_integers_count_as_integers_everywhere_and_are_stored_as_ints() ->
         drain(engine)
         assert engine.requests[rid].max_tokens == 6 and type(engine.requests[rid].max_tokens) is int
     assert numpy.snapshot()["requests"] == plain.snapshot()["requests"]
+    named = numpy.submit([1], max_tokens=1, request_id=np.str_("from-an-array"))
+    assert type(named) is str and type(numpy.requests[named].request_id) is str
     oracle = greedy_generate(target, prompt, max_tokens=i(6), eos_id=i(31))
     assert numpy.result(rid).tokens == oracle.tokens
 
@@ -453,7 +463,16 @@ def test_a_wrong_object_is_named_not_an_attribute_error(call: Any, match: str) -
         call()
 
 
-@pytest.mark.parametrize("reading", ["x", None, np.array([1.0, 2.0]), True, [1.0]])
+@pytest.mark.parametrize("reading", [Fraction(1, 2), Decimal("1.5"), np.array(2.0), np.float32(3)])
+def test_a_clock_may_return_any_real_number(reading: object) -> None:
+    engine = Engine(TinyModel(), clock=lambda: reading)
+    assert engine.now() == float(reading)  # type: ignore[arg-type]
+    rid = engine.submit([1, 2], max_tokens=2)
+    drain(engine)
+    check_against_oracle(engine, rid)
+
+
+@pytest.mark.parametrize("reading", ["x", "1", None, np.array([1.0, 2.0]), True, [1.0]])
 def test_a_clock_that_returns_no_number_aborts_the_round_and_says_so(reading: object) -> None:
     clock = ManualClock()
     target = TinyModel(seed=4)

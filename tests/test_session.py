@@ -272,3 +272,25 @@ def test_undo_names_the_operations_it_discards_with_the_round() -> None:
     assert session.operations_undo_discards() == []
     session.rollback("request-1", 1)
     assert [op["op"] for op in session.operations_undo_discards()] == ["rollback"]
+
+
+def test_operations_given_numpy_values_are_recorded_as_json_and_replay_exactly() -> None:
+    """The engine takes NumPy integers; the session's log is written as JSON and re-executed."""
+    import json
+
+    import numpy as np
+
+    from deepinfer_tui.replay import Replay, parse_trace, trace_data
+
+    session = Session(default_scenario())
+    added = session.submit(np.array([1, 2, 3]), np.int64(4), np.int64(5))  # type: ignore[arg-type]
+    session.step()
+    session.step()
+    session.rollback(added, np.int64(1))  # type: ignore[arg-type]
+    data = json.loads(json.dumps(trace_data(session)))  # raised TypeError on np.int64 before
+    submit = next(op for op in data["operations"] if op["op"] == "submit")
+    assert submit == {"op": "submit", "prompt": [1, 2, 3], "max_tokens": 4, "eos_id": 5}
+    replay = Replay(parse_trace(data))
+    while replay.forward():
+        pass
+    assert not replay.divergence
