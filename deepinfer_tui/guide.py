@@ -120,25 +120,45 @@ def references(chapter: Chapter) -> References:
 
 # CJK ideographs, kana, CJK and full-width punctuation: text a line may break inside.
 _CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"
-_SPACE_BY_CJK = re.compile(rf"(?<=[{_CJK}]) (?=\S)|(?<=\S) (?=[{_CJK}])")
+# A space with CJK on one side; not one beside an emphasis mark, which a space can turn into
+# a literal * or _ (CommonMark's flanking rules).
+_SPACE_BY_CJK = re.compile(rf"(?<=[{_CJK}]) (?=[^\s*_])|(?<=[^\s*_]) (?=[{_CJK}])")
 _LINE_MARKER = re.compile(r"^\s*(?:[-*+]|\d+\.|#+|>)\s+")
+_CODE_SPAN = re.compile(r"(`+).*?\1")
 
 
 def for_terminal(chapter: Chapter) -> str:
     """The chapter's Markdown as the app shows it. A terminal's wrapping breaks lines only at
     spaces, so in Chinese prose the one space before a Latin word would move the whole run of
     ideographs after it to the next line, half-empty lines behind: those spaces go, and the
-    run folds at the width instead. Code blocks, tables and line markers keep their spaces."""
+    run folds at the width instead. Code (fenced, indented or inline), tables and line markers
+    keep their spaces."""
     if chapter.lang != "zh":
         return chapter.text
-    lines, fenced = [], False
+    lines, fence = [], ""
     for line in chapter.text.split("\n"):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        if fenced or line.lstrip().startswith(("```", "|")):
+        opening = line.lstrip()[:3]
+        if fence and opening == fence:
+            fence = ""
+            lines.append(line)
+            continue
+        if not fence and opening in ("```", "~~~"):
+            fence = opening
+        if fence or line.startswith("    ") or line.lstrip().startswith("|"):
             lines.append(line)
             continue
         marker = _LINE_MARKER.match(line)
         head = marker.group(0) if marker else ""
-        lines.append(head + _SPACE_BY_CJK.sub("", line[len(head) :]))
+        lines.append(head + _tighten(line[len(head) :]))
     return "\n".join(lines)
+
+
+def _tighten(text: str) -> str:
+    """`text` without the spaces beside CJK; inline code spans are kept whole (each stands in
+    as one word while the spaces go)."""
+    spans = [match.group(0) for match in _CODE_SPAN.finditer(text)]
+    held = _CODE_SPAN.sub("\0", text)  # NUL: not a space, CJK or emphasis mark
+    tightened = _SPACE_BY_CJK.sub("", held)
+    for span in spans:
+        tightened = tightened.replace("\0", span, 1)
+    return tightened

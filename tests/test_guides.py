@@ -55,12 +55,14 @@ def _rendered_text(viewer: MarkdownViewer) -> str:
 
 
 def _markdown_shape(text: str) -> list[tuple[str, str, str]]:
-    """Block and inline token kinds, and inline code, as the app's Markdown parser reads them."""
+    """Block and inline token kinds, and code (inline, indented, fenced) with its text, as the
+    app's Markdown parser reads them."""
     from markdown_it import MarkdownIt
 
     shape = []
     for token in MarkdownIt("gfm-like").parse(text):
-        shape.append((token.type, token.tag, ""))
+        code = token.content if token.type in ("code_block", "fence") else ""
+        shape.append((token.type, token.tag, code))
         for child in token.children or []:
             code = child.content if child.type == "code_inline" else ""
             shape.append((child.type, child.tag, code))
@@ -78,7 +80,26 @@ def test_the_terminal_text_only_drops_spaces_next_to_chinese(chapter: Chapter) -
     prose = [line for line in shown.splitlines() if not line.lstrip().startswith(("|", "```"))]
     for line in prose:
         text = re.sub(r"^\s*(?:[-*+]|\d+\.|#+|>)\s+", "", line)  # a list or heading marker
-        assert not re.search(r"[\u4e00-\u9fff，。：；] \S|\S [\u4e00-\u9fff]", text), line
+        # Spaces beside an emphasis mark stay: removing one could undo the emphasis.
+        assert not re.search(r"[\u4e00-\u9fff，。：；] [^\s*_]|[^\s*_] [\u4e00-\u9fff]", text), line
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "看 **`space`** 单步",  # strong around code
+        "命中 **“温”** 的行",  # strong opening on punctuation
+        "中文 _x_ 中",
+        "命令 `a 中` 可用 `b` 和 ``c ` d`` 中",  # code spans keep their insides
+        "段落\n\n    缩进 代码\n",  # indented code
+        "~~~\n中 文\n~~~\n中 文",  # a tilde fence
+        "- 列表 **项** 一\n  继续 `x` 行",
+        "[链接 文字](https://example.com/a b) 之后",
+    ],
+)
+def test_the_terminal_text_keeps_any_markdown_as_it_was(text: str) -> None:
+    shown = for_terminal(Chapter("01", "x", "x", "zh", text))
+    assert _markdown_shape(shown) == _markdown_shape(text)
 
 
 async def test_a_chinese_paragraph_fills_its_lines() -> None:
