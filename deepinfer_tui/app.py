@@ -579,14 +579,16 @@ class DebuggerApp(App[None]):
         self.refresh_view()
 
     def action_undo(self) -> None:
-        # Auto-run would run the undone round again at its next tick: going back pauses it.
-        paused = self.auto_running
-        self._stop_auto_run()
         # The engine rewinds to before the last round: what was done since goes too, so say it.
         discarded = self._session.operations_undo_discards()
         undone_round = self.engine.tick
         if not self._mutate(self._session.undo):
             return
+        # Auto-run would run the undone round again at its next tick: going back pauses it.
+        paused = self.auto_running
+        if paused:
+            self._stop_auto_run()
+            self.refresh_view()  # the header stops saying so
         said = [f"Undid round {undone_round}"] if discarded or paused else []
         if discarded:
             what = ", ".join(self._describe_operation(op) for op in discarded)

@@ -30,7 +30,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
@@ -82,6 +82,10 @@ class _GuardedOutput:
             return self.stream.write(text)
         except OSError as error:
             raise OutputLost(error) from error
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         try:

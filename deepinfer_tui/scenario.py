@@ -170,7 +170,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
             problem = f"taken from the file's name, which {problem}; give the scenario a name"
     if problem:
         raise fail("name", problem)
-    description = data.get("description", "")
+    description = data.get("description")
+    if description is None:  # left out, or null: none
+        description = ""
     if not isinstance(description, str):
         raise fail("description", f"must be a string, got {shown(description)}")
     seed = data.get("seed", 7)

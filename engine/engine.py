@@ -359,6 +359,8 @@ class Engine:
         RequestError if this request failed."""
         request_id = self.submit(prompt, max_tokens=max_tokens, eos_id=eos_id)
         while self.requests[request_id].status != "finished":
+            if not self._queue:  # cannot happen: a request leaves the queue only finished
+                raise RuntimeError(f"{request_id} stopped before it finished")
             self.step()
         self._delivered.add(request_id)
         result = self.result(request_id)

@@ -71,10 +71,14 @@ def test_a_long_file_name_is_cut_to_the_longest_name() -> None:
     assert parse_scenario({}, "x" * 230 + ".json").name == "x" * 200
 
 
-@pytest.mark.parametrize("description", [{"a": 1}, 3, ["x"], None])
+@pytest.mark.parametrize("description", [{"a": 1}, 3, ["x"], {}, [], 0, False])
 def test_the_description_must_be_a_string(description: object) -> None:
     problem = _problem({"description": description})
     assert problem.startswith("s.json: description: must be a string, got ")
+
+
+def test_a_null_description_is_none() -> None:
+    assert parse_scenario({"description": None}).description == ""
 
 
 @pytest.mark.parametrize("wait", [{"idle": True}, {"tick": 4}, {"tick": 4, "submit": None}])
