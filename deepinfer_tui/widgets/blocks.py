@@ -124,6 +124,8 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
 def _no_blocks_reason(request: RequestView, view: View) -> list[str]:
     if request["status"] == "queued":
         return ["queued: no KV blocks yet (restore or prefill happens on admission)"]
+    if request["status"] == "running":  # admitted, but its first rows found no room
+        return ["running: no KV blocks yet (deferred: the pool had no room for its rows)"]
     reason = request.get("finish_reason") or "finished"
     lines = [f"finished ({reason}): holds no KV blocks any more"]
     for entry in view.cached_prefixes_of(request):
