@@ -404,13 +404,18 @@ class Replay:
         return None
 
 
+LONG_DESCRIPTIONS = 160  # characters of both sentences: longer, name the field that differs
+
+
 def _difference(want: dict[str, Any], have: dict[str, Any]) -> str:
     expected_line, got_line = _safe_describe(want), _safe_describe(have)
-    if expected_line != got_line:
+    if expected_line != got_line and len(expected_line) + len(got_line) <= LONG_DESCRIPTIONS:
         return f"expected {expected_line!r}, got {got_line!r}"
-    # Same sentence, so the difference is in a detail describe() leaves out: name it.
+    # The same sentence (the difference is in a detail describe() leaves out), or sentences
+    # too long to read side by side (a long prompt's blocks): name the field that differs.
     path, expected, got = _first_difference(want, have, "")
-    return f"{expected_line!r} differs at {path}: expected {_short(expected)}, got {_short(got)}"
+    shown = expected_line if len(expected_line) <= 80 else expected_line[:79] + "…"
+    return f"{shown!r} differs at {path}: expected {_short(expected)}, got {_short(got)}"
 
 
 _MISSING = "(missing)"

@@ -9,6 +9,7 @@ import pytest
 from app_helpers import make_app, messages, palette_prompts, shown_lines, wait_until
 from textual.binding import Binding
 
+from deepinfer_tui import tour
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.describe import plural
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
@@ -319,3 +320,41 @@ async def test_a_long_replay_label_leaves_the_figures_in_a_narrow_header() -> No
         await pilot.press("space", "space", "space")
         first = shown_lines(app.query_one(StatusBar))[0]
         assert "roll back rrrrrrrrrrrrrrrrrrrrr…" in first and " · tick 2 · " in first, first
+
+
+async def test_a_deferred_running_request_is_not_called_finished() -> None:
+    app = DebuggerApp(Session(default_scenario().with_overrides(num_blocks=12)))
+    async with app.run_test(size=SIZE) as pilot:
+
+        def deferred() -> str | None:
+            for r in app.session.snapshot()["requests"]:
+                if r["status"] == "running" and not r["blocks"]:
+                    return str(r["id"])
+            return None
+
+        while deferred() is None and app.session.can_step():
+            await pilot.press("space")
+        request_id = deferred()
+        assert request_id is not None, "the small pool defers a request"
+        await tour.select(pilot, request_id)
+        lines = block_lines(app)
+        assert any(line.startswith("running: no KV blocks yet (deferred") for line in lines)
+        assert not any(line.startswith("finished") for line in lines), lines
+
+
+async def test_a_long_divergence_takes_one_header_row() -> None:
+    recorded = Session(default_scenario())
+    recorded.step()
+    recorded.step()
+    data = trace_data(recorded)
+    commit = next(e for e in data["events"] if e["kind"] == "commit")
+    commit["kind"] = "x" * 5000
+    replay = Replay(parse_trace(data))
+    assert replay.divergence is not None
+    app = DebuggerApp(replay.session, replay=replay)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        lines = shown_lines(app.query_one(StatusBar))
+        assert len(lines) == 3 and lines[2].startswith(" ⚠ diverged: event ")
+        assert lines[2].endswith("…") and len(lines[2]) == 80
+        assert app.query_one(BlockMap).region.height > 0  # the panes keep the screen

@@ -106,6 +106,21 @@ def test_tampered_detail_names_the_field(busy_session: Session) -> None:
     assert f"event {index}:" in divergence and "nodes[1].prob" in divergence
 
 
+@pytest.mark.parametrize(
+    ("field", "value"), [("tokens", list(range(30)) * 10), ("kind", "x" * 5000)]
+)
+def test_a_long_tampered_event_names_the_field_in_a_short_message(
+    busy_session: Session, field: str, value: Any
+) -> None:
+    """Two long sentences side by side (a long prompt's blocks) read as one huge line."""
+    data = trace_data(busy_session)
+    index = next(i for i, e in enumerate(data["events"]) if e["kind"] == "commit")
+    data["events"][index][field] = value
+    divergence = Replay(parse_trace(data, "tampered.json")).divergence
+    assert divergence is not None and divergence.startswith(f"event {index}:")
+    assert f" differs at {field}" in divergence and len(divergence) < 300, divergence
+
+
 def test_missing_operation_diverges(busy_session: Session) -> None:
     data = trace_data(busy_session)
     data["operations"].pop()  # the final step is gone: re-execution stops short

@@ -167,7 +167,10 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
         line.append(sparkline(committed, room) or "·", style="bold green")
     text.append_text(line)
     if view.replay is not None and view.replay.divergence:
-        text.append(f"\n ⚠ diverged: {view.replay.divergence}", style="bold red")
+        # One row, cut to the width: the panes keep the screen (replay --check prints it whole).
+        warning = f" ⚠ diverged: {view.replay.divergence}"
+        text.append("\n")
+        text.append_text(_fit([(warning, warning, "bold red")], width))
     return text
 
 
