@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,5 +39,9 @@ def read_json(path: str | Path, kind: str, error: type[Exception]) -> Any:
         ) from None
     except RecursionError:
         raise error(f"{path}: its JSON is nested too deeply to be a {kind}") from None
-    except ValueError as failure:  # e.g. an integer of more than 4300 digits
-        raise error(f"{path}: not a usable JSON {kind} ({failure})") from None
+    except ValueError as failure:
+        if "digits" in str(failure):  # Python's advice would be about its own settings
+            problem = f"a number longer than {sys.get_int_max_str_digits()} digits"
+        else:
+            problem = " ".join(str(failure).split())
+        raise error(f"{path}: not a usable JSON {kind} ({problem})") from None
