@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import TinyModel, physical_memory
+from .model import TinyModel, check_fits_in_memory
 from .rows import FinishedRows, Rows, Stored, planes
 
 
@@ -97,14 +97,11 @@ def _check_memory(models: dict[str, TinyModel], slots: int) -> None:
     """Refuse a pool larger than the machine's memory. The stores are written through when
     made, so with overcommitted memory such a pool is not a MemoryError but a process the
     system kills."""
-    needed = 8 * slots * sum(model.layout.size for model in models.values())
-    memory = physical_memory()
-    if memory is not None and needed > memory:
-        raise ValueError(
-            f"a pool of {slots} positions needs {needed / 2**30:.1f} GiB for its rows, more "
-            f"than this machine's {memory / 2**30:.1f} GiB of memory: lower num_blocks or "
-            "block_size"
-        )
+    check_fits_in_memory(
+        8 * slots * sum(model.layout.size for model in models.values()),
+        f"a pool of {slots} positions needs {{size}} for its rows",
+        ": lower num_blocks or block_size",
+    )
 
 
 class BlockPool:

@@ -45,19 +45,27 @@ def physical_memory() -> int | None:
         return None
 
 
-def _check_weights_fit(vocab_size: int, width: int, depth: int) -> None:
-    """Refuse weights larger than the machine's memory. They are made array by array, so
-    with overcommitted memory an oversized model is not a MemoryError but a process the
-    system kills."""
-    floats = 2 * vocab_size * width + (8 + 8 * depth) * width * width + width
-    needed = 2 * 8 * floats  # the weights and the fused copies the forwards use
+def check_fits_in_memory(needed: int, what: str, hint: str = "") -> None:
+    """Refuse `needed` bytes beyond the machine's memory, as a ValueError that starts with
+    `what`, its `{size}` filled in ("a pool of 1024 positions needs {size} for its rows").
+    Arrays made and written piece by piece are, with overcommitted memory, not a MemoryError
+    but a process the system kills."""
     memory = physical_memory()
     if memory is not None and needed > memory:
+        size = f"{needed / 2**30:.3g} GiB"
         raise ValueError(
-            f"a model of vocab_size {vocab_size}, width {width} and depth {depth} needs "
-            f"{needed / 2**30:.3g} GiB for its weights, more than this machine's "
-            f"{memory / 2**30:.1f} GiB of memory"
+            f"{what.format(size=size)}, more than this machine's "
+            f"{memory / 2**30:.1f} GiB of memory{hint}"
         )
+
+
+def _check_weights_fit(vocab_size: int, width: int, depth: int) -> None:
+    floats = 2 * vocab_size * width + (8 + 8 * depth) * width * width + width
+    check_fits_in_memory(
+        2 * 8 * floats,  # the weights and the fused copies the forwards use
+        f"a model of vocab_size {vocab_size}, width {width} and depth {depth} needs {{size}} "
+        "for its weights",
+    )
 
 
 def is_integer(value: object) -> TypeGuard[int | np.integer]:

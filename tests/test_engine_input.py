@@ -393,17 +393,17 @@ def test_a_pool_larger_than_the_machine_is_refused_before_it_is_made(
 ) -> None:
     """The stores are written through when made: on a system that overcommits memory, a pool
     too big for it would get the process killed rather than raise."""
-    import engine.kv as kv
+    import engine.model as model_module
 
     model = TinyModel(vocab_size=32, width=8, depth=1, window=4, seed=1)
     config = EngineConfig(num_blocks=64, block_size=16)
     needed = 8 * 64 * 16 * model.layout.size
-    monkeypatch.setattr(kv, "physical_memory", lambda: needed - 1)
+    monkeypatch.setattr(model_module, "physical_memory", lambda: needed - 1)
     with pytest.raises(ValueError, match=r"a pool of 1024 positions needs .* lower num_blocks"):
         Engine(model, config=config)
-    monkeypatch.setattr(kv, "physical_memory", lambda: needed)
+    monkeypatch.setattr(model_module, "physical_memory", lambda: needed)
     Engine(model, config=config)  # exactly fits
-    monkeypatch.setattr(kv, "physical_memory", lambda: None)  # the system does not say
+    monkeypatch.setattr(model_module, "physical_memory", lambda: None)  # the system does not say
     Engine(model, config=config)
 
 
