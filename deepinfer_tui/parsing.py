@@ -68,7 +68,11 @@ def shorten(text: str, limit: int) -> str:
     return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
 
 
+def clip(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, its end cut to an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def shown(value: object, limit: int = 40) -> str:
     """repr() of a value for an error message, at most `limit` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(repr(value), limit)

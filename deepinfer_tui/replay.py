@@ -29,6 +29,7 @@ from typing import Any, TypeGuard
 
 from .describe import describe, plural
 from .jsonfile import read_json
+from .parsing import clip
 from .scenario import Scenario, ScenarioError, parse_scenario
 from .session import Session
 
@@ -414,8 +415,8 @@ def _difference(want: dict[str, Any], have: dict[str, Any]) -> str:
     # The same sentence (the difference is in a detail describe() leaves out), or sentences
     # too long to read side by side (a long prompt's blocks): name the field that differs.
     path, expected, got = _first_difference(want, have, "")
-    shown = expected_line if len(expected_line) <= 80 else expected_line[:79] + "…"
-    return f"{shown!r} differs at {path}: expected {_short(expected)}, got {_short(got)}"
+    sentence = clip(expected_line, 80)
+    return f"{sentence!r} differs at {path}: expected {_short(expected)}, got {_short(got)}"
 
 
 _MISSING = "(missing)"
@@ -438,5 +439,4 @@ def _first_difference(want: Any, have: Any, path: str) -> tuple[str, Any, Any]:
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = value if value is _MISSING else json.dumps(value, sort_keys=True)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(value if value is _MISSING else json.dumps(value, sort_keys=True), limit)

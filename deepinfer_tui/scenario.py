@@ -160,14 +160,11 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise fail(
             "schema", f"version {shown(data.get('schema'))} is not supported (expected {SCHEMA})"
         )
-    if "name" in data:
-        name = data["name"]
-        problem = name_problem(name)
-    else:  # the file's name, cut to length: a long file name must not make the file unusable
-        name = Path(source).stem[:MAX_NAME_LENGTH]
-        problem = name_problem(name)
-        if problem:
-            problem = f"taken from the file's name, which {problem}; give the scenario a name"
+    # Else the file's name, cut to length: a long file name must not make the file unusable.
+    name = data["name"] if "name" in data else Path(source).stem[:MAX_NAME_LENGTH]
+    problem = name_problem(name)
+    if problem and "name" not in data:
+        problem = f"taken from the file's name, which {problem}; give the scenario a name"
     if problem:
         raise fail("name", problem)
     description = data.get("description")

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..legend import BLOCK_MARKS, STATUS_MARKS
+from ..parsing import clip
 from ..session import log_still_holds
 from .quiet import update_static
 from .view import Event, View
@@ -109,7 +110,7 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
         first.append((" ⏮ replay ", " ⏮ replay ", "bold reverse magenta"))
         frame = f"frame {replay.index + 1}/{replay.count}"
         first.append((f" read-only · {frame}", f" {frame}", "bold magenta"))
-        first.append((f" {replay.label} ·", f" {_cut(replay.label, 32)} ·", "magenta"))
+        first.append((f" {replay.label} ·", f" {clip(replay.label, 32)} ·", "magenta"))
     else:
         first.append((" ● live ", " ● live ", "bold reverse green"))
         if view.computing is not None:
@@ -123,7 +124,7 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
             first.append((" ▶ auto ·", " ▶ auto ·", "bold green"))
     scenario = session.get("scenario")
     if scenario:
-        first.append((f" {scenario} ·", f" {_cut(scenario, 24)} ·", "bold"))
+        first.append((f" {scenario} ·", f" {clip(scenario, 24)} ·", "bold"))
     tick = f" tick {snapshot.get('tick', 0)}"
     first.append((tick, tick, "bold"))
     clock = f"{float(snapshot.get('clock', 0.0)):g}s"
@@ -186,11 +187,6 @@ def _fit(pieces: list[_Piece], width: int | None, limit: int | None = None) -> T
     if short.cell_len > cut:
         short.truncate(cut, overflow="ellipsis")
     return short
-
-
-def _cut(text: str, length: int) -> str:
-    """`text` in at most `length` characters: a long name must not push the figures out."""
-    return text if len(text) <= length else text[: length - 1] + "…"
 
 
 def _joined(pieces: list[_Piece], *, short: bool) -> Text:
