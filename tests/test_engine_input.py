@@ -294,24 +294,6 @@ def test_engine_rejects_bad_construction_arguments() -> None:
         Engine(target, TinyModel(vocab_size=16))
 
 
-@pytest.mark.parametrize("bad_time", [math.nan, math.inf])
-def test_a_non_finite_clock_aborts_the_round_cleanly(bad_time: float) -> None:
-    clock = ManualClock()
-    target = TinyModel(seed=4)
-    engine = Engine(target, make_draft(target), clock=clock)
-    rid = engine.submit([1, 2, 3], max_tokens=4)
-    engine.step()
-    before = engine.snapshot()
-    clock.now = bad_time
-    with pytest.raises(ValueError, match="clock"):
-        engine.step()
-    clock.now = 1.0
-    assert engine.snapshot()["requests"] == before["requests"]
-    assert engine.snapshot()["tick"] == before["tick"]
-    drain(engine)
-    check_against_oracle(engine, rid)
-
-
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -472,8 +454,19 @@ def test_a_clock_may_return_any_real_number(reading: object) -> None:
     check_against_oracle(engine, rid)
 
 
-@pytest.mark.parametrize("reading", ["x", "1", None, np.array([1.0, 2.0]), True, [1.0]])
-def test_a_clock_that_returns_no_number_aborts_the_round_and_says_so(reading: object) -> None:
+@pytest.mark.parametrize(
+    ("reading", "match"),
+    [
+        (math.nan, "non-finite"),
+        (math.inf, "non-finite"),
+        *((r, "clock must return a number of seconds, got") for r in ["x", "1", None, True]),
+        (np.array([1.0, 2.0]), "clock must return a number of seconds, got"),
+        ([1.0], "clock must return a number of seconds, got"),
+    ],
+)
+def test_a_bad_clock_reading_aborts_the_round_cleanly_and_says_so(
+    reading: object, match: str
+) -> None:
     clock = ManualClock()
     target = TinyModel(seed=4)
     engine = Engine(target, make_draft(target), clock=clock)
@@ -481,10 +474,11 @@ def test_a_clock_that_returns_no_number_aborts_the_round_and_says_so(reading: ob
     engine.step()
     before = engine.snapshot()
     clock.now = reading  # type: ignore[assignment]
-    with pytest.raises(ValueError, match="clock must return a number of seconds, got"):
+    with pytest.raises(ValueError, match=match):
         engine.step()
     clock.now = 1.0
     assert engine.snapshot()["requests"] == before["requests"]
+    assert engine.snapshot()["tick"] == before["tick"]
     drain(engine)
     check_against_oracle(engine, rid)
 

@@ -105,12 +105,7 @@ def test_the_terminal_text_keeps_any_markdown_as_it_was(text: str) -> None:
 async def test_a_chinese_paragraph_fills_its_lines() -> None:
     """A terminal wraps only at spaces: one before a Latin word used to push the ideographs
     after it to the next line, leaving half of the line empty."""
-
-    class ChineseGuideApp(App[None]):
-        def on_mount(self) -> None:
-            self.push_screen(GuideScreen(chapter="3", lang="zh"))
-
-    app = ChineseGuideApp()
+    app = GuideApp(chapter="3", lang="zh")
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         document = app.screen.query_one(MarkdownViewer).document
@@ -293,8 +288,13 @@ def test_a_named_test_command_runs_and_passes() -> None:
 class GuideApp(App[None]):
     """The smallest app that shows the guide screen, as the debugger's `g` key would."""
 
+    def __init__(self, chapter: str = "01", lang: str = "en") -> None:
+        super().__init__()
+        self.opening = (chapter, lang)
+
     def on_mount(self) -> None:
-        self.push_screen(GuideScreen())
+        chapter, lang = self.opening
+        self.push_screen(GuideScreen(chapter=chapter, lang=lang))
 
 
 async def test_guide_screen_switches_chapter_and_language() -> None:
@@ -339,11 +339,7 @@ async def test_guide_screen_switches_chapter_and_language() -> None:
 
 
 async def test_guide_screen_opens_on_the_requested_chapter_and_closes_with_q() -> None:
-    class ChineseGuideApp(App[None]):
-        def on_mount(self) -> None:
-            self.push_screen(GuideScreen(chapter="5", lang="zh"))
-
-    app = ChineseGuideApp()
+    app = GuideApp(chapter="5", lang="zh")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         viewer = app.screen.query_one(MarkdownViewer)
