@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from engine_helpers import ManualClock, check_against_oracle, drain
+from tests.engine.helpers import ManualClock, check_against_oracle, drain
 
 from engine import Engine, EngineConfig, RequestError, TinyModel, greedy_generate, make_draft
 

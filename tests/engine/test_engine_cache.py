@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from engine_helpers import (
+from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
     check_block_invariants,

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import make_app, messages, wait_until
-from engine_helpers import strip_clock
+from tests.app.helpers import make_app, messages, wait_until
+from tests.engine.helpers import strip_clock
 
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
@@ -142,5 +142,5 @@ def test_the_header_while_a_round_is_computed(snap_compare: Any) -> None:
 
 
 def test_the_readme_states_the_threshold() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert f"compute {DebuggerApp.BACKGROUND_POSITIONS} positions or more" in readme

@@ -4,7 +4,7 @@ import json
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_library_example_runs(capsys) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from engine_helpers import (
+from tests.engine.helpers import (
     INTERRUPT_POINTS,
     TrippingClock,
     Tripwire,

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from engine_helpers import (
+from tests.engine.helpers import (
     ManualClock,
     Tripwire,
     check_against_oracle,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
+from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
     check_all_finished,
@@ -249,7 +249,7 @@ print(json.dumps([engine.snapshot(), engine.trace], sort_keys=True))
 
 def test_snapshots_are_identical_across_processes() -> None:
     """Block hashes and everything else must not depend on Python's per-process hash seed."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     outputs = []
     for seed in ("1", "2"):
         environment = {**os.environ, "PYTHONHASHSEED": seed}

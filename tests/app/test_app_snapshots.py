@@ -1,8 +1,8 @@
 """Screen snapshots of the debugger at key moments of the default scenario.
 
-Baselines live in tests/__snapshots__/; after an intended change to the screen or to the
+Baselines live in tests/app/__snapshots__/; after an intended change to the screen or to the
 engine's behaviour, regenerate them with
-`python -m pytest tests/test_app_snapshots.py --snapshot-update` and look at the report.
+`python -m pytest tests/app/test_app_snapshots.py --snapshot-update` and look at the report.
 The engine's clock is injected and nothing on screen blinks or depends on wall time, so the
 same code renders the same SVG.
 """

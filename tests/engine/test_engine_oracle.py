@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from engine_helpers import (
+from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
     check_all_finished,

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import make_app, messages, palette_prompts, shown_lines, wait_until
+from tests.app.helpers import make_app, messages, palette_prompts, shown_lines, wait_until
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Input
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from engine_helpers import (
+from tests.engine.helpers import (
     ManualClock,
     check_all_finished,
     check_block_invariants,

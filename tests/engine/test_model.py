@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from engine_helpers import TOLERANCE, ManualClock, check_all_finished, drain
-from model_helpers import chain_item, max_difference
+from tests.engine.helpers import TOLERANCE, ManualClock, check_all_finished, drain
+from tests.engine.model_helpers import chain_item, max_difference
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.rows import RowBatchItem

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from engine_helpers import (
+from tests.engine.helpers import (
     INTERRUPT_POINTS,
     ManualClock,
     TrippingClock,

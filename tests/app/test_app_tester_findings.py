@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from app_helpers import make_app, messages, palette_prompts, shown_lines, wait_until
+from tests.app.helpers import make_app, messages, palette_prompts, shown_lines, wait_until
 from textual.binding import Binding
 
 from deepinfer_tui import tour

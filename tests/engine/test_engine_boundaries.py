@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from engine_helpers import (
+from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
     drain,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import make_app, messages, shown_lines, wait_until
+from tests.app.helpers import make_app, messages, shown_lines, wait_until
 from rich.segment import Segment
 from textual import events
 from textual.app import App, ComposeResult

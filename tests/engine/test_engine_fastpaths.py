@@ -21,7 +21,7 @@ from unittest.mock import patch
 
 import numpy as np
 import pytest
-from engine_helpers import (
+from tests.engine.helpers import (
     TOLERANCE,
     ManualClock,
     TrippingClock,
@@ -36,7 +36,7 @@ from engine_helpers import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from model_helpers import chain_item, max_difference
+from tests.engine.model_helpers import chain_item, max_difference
 
 import engine.engine as engine_module
 import engine.model as model_module
