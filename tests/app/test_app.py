@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.app.helpers import make_app, messages, shown_lines, wait_until
 from rich.segment import Segment
 from textual import events
 from textual.app import App, ComposeResult
@@ -29,6 +28,7 @@ from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar
 from deepinfer_tui.widgets.view import View
+from tests.app.helpers import make_app, messages, shown_lines, wait_until
 
 SIZE = (120, 40)
 

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.app.helpers import make_app, messages, palette_prompts, shown_lines, wait_until
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Input
 
@@ -19,6 +18,7 @@ from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets.status import DescriptionLine
+from tests.app.helpers import make_app, messages, palette_prompts, shown_lines, wait_until
 
 SIZE = (120, 40)
 NO_TOKENS = "request-1 has no generated tokens to roll back"

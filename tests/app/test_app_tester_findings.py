@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.app.helpers import make_app, messages, palette_prompts, shown_lines, wait_until
 from textual.binding import Binding
 
 from deepinfer_tui import tour
@@ -19,6 +18,7 @@ from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, StatusBar
+from tests.app.helpers import make_app, messages, palette_prompts, shown_lines, wait_until
 
 SIZE = (120, 40)
 

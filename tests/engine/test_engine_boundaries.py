@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from engine import Engine, EngineConfig, TinyModel, make_draft
+from engine.cache import PrefixCache
+from engine.draft import DraftTree, choose_budget, expand
+from engine.kv import BlockPool
+from engine.rows import Joined, Rows
 from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
@@ -13,12 +19,6 @@ from tests.engine.helpers import (
     request_view,
     restore_of,
 )
-
-from engine import Engine, EngineConfig, TinyModel, make_draft
-from engine.cache import PrefixCache
-from engine.draft import DraftTree, choose_budget, expand
-from engine.kv import BlockPool
-from engine.rows import Joined, Rows
 
 
 def small_pool(num_blocks: int = 4, block_size: int = 4) -> BlockPool:

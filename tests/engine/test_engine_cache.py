@@ -7,6 +7,8 @@ import re
 from typing import Any
 
 import pytest
+
+from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
@@ -15,8 +17,6 @@ from tests.engine.helpers import (
     events_of,
     restore_of,
 )
-
-from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 
 PROMPT = [5, 3, 1, 4, 1, 5, 9, 2]
 DEPTH = 3  # TinyModel's default depth: consumer rows are counted per layer

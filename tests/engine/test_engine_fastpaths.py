@@ -21,6 +21,13 @@ from unittest.mock import patch
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import engine.engine as engine_module
+import engine.model as model_module
+from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
+from engine.rows import RowBatchItem, Rows
 from tests.engine.helpers import (
     TOLERANCE,
     ManualClock,
@@ -34,14 +41,7 @@ from tests.engine.helpers import (
     events_of,
     install,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from tests.engine.model_helpers import chain_item, max_difference
-
-import engine.engine as engine_module
-import engine.model as model_module
-from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
-from engine.rows import RowBatchItem, Rows
 
 COMMON = dict(
     deadline=None,

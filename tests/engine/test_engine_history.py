@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from engine import Engine, EngineConfig, RequestError, TinyModel, greedy_generate, make_draft
 from tests.engine.helpers import (
     INTERRUPT_POINTS,
     ManualClock,
@@ -24,8 +26,6 @@ from tests.engine.helpers import (
     request_view,
     wire,
 )
-
-from engine import Engine, EngineConfig, RequestError, TinyModel, greedy_generate, make_draft
 
 CONFIGS = [
     ("none", dict(block_size=1)),

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.engine.helpers import ManualClock, check_against_oracle, drain
 
 from engine import Engine, EngineConfig, RequestError, TinyModel, greedy_generate, make_draft
+from tests.engine.helpers import ManualClock, check_against_oracle, drain
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 import pytest
+
+from engine import Engine, EngineConfig, TinyModel, make_draft
 from tests.engine.helpers import (
     ManualClock,
     Tripwire,
@@ -18,8 +20,6 @@ from tests.engine.helpers import (
     drain,
     wire,
 )
-
-from engine import Engine, EngineConfig, TinyModel, make_draft
 
 PROMPTS = ([1, 2, 3, 4, 5], [1, 2, 3, 9], [7, 7])
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
@@ -19,10 +23,6 @@ from tests.engine.helpers import (
     drain,
     events_of,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 
 # Prompts share prefixes so that cache restores and shared blocks happen inside the grid.
 WORKLOAD = [

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
@@ -19,8 +21,6 @@ from tests.engine.helpers import (
     events_of,
     request_view,
 )
-
-from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 
 
 def table(snapshot: dict, request_id: str) -> list[int]:

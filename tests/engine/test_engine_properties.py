@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import strategies as st
+
+from engine import Engine, EngineConfig, TinyModel, make_draft
 from tests.engine.helpers import (
     INTERRUPT_POINTS,
     TrippingClock,
@@ -29,10 +33,6 @@ from tests.engine.helpers import (
     install,
     strip_clock,
 )
-from hypothesis import HealthCheck, Phase, example, given, settings
-from hypothesis import strategies as st
-
-from engine import Engine, EngineConfig, TinyModel, make_draft
 
 Operation = tuple[Any, ...]
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from tests.engine.helpers import (
     ManualClock,
     check_all_finished,
@@ -13,8 +15,6 @@ from tests.engine.helpers import (
     events_of,
     request_view,
 )
-
-from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 
 Event = dict[str, Any]
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.engine.helpers import TOLERANCE, ManualClock, check_all_finished, drain
-from tests.engine.model_helpers import chain_item, max_difference
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.rows import RowBatchItem
+from tests.engine.helpers import TOLERANCE, ManualClock, check_all_finished, drain
+from tests.engine.model_helpers import chain_item, max_difference
 
 TOKENS = (5, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5)
 
