@@ -503,6 +503,7 @@ def _generate_scenario(args: argparse.Namespace) -> Scenario:
         ]
     model = TinyModel(seed=base.seed, **base.model)
     config = EngineConfig.from_dict(base.config)
+    pool_size = base.pool_size()
     events, ids = [], set()
     for request in requests:
         where = request.pop("where")
@@ -518,10 +519,10 @@ def _generate_scenario(args: argparse.Namespace) -> Scenario:
         if problem:
             raise UsageError(f"{where}: {problem}")
         blocks = -(-(len(request["prompt"]) + max_tokens) // config.block_size)
-        if blocks > config.num_blocks:
+        if blocks > pool_size:
             raise UsageError(
                 f"{where}: needs {blocks} blocks of {config.block_size} positions but the pool "
-                f"has {config.num_blocks} (raise --num-blocks or lower --max-tokens)"
+                f"has {pool_size} (raise --num-blocks or lower --max-tokens)"
             )
         if request.get("id") is not None:
             if request["id"] in ids:
