@@ -142,6 +142,44 @@ def test_an_excerpt_must_match_one_printed_line(output: str, shown: str, expecte
     assert _shows(output, shown) is expected
 
 
+def _prose(chapter: Chapter) -> str:
+    """The chapter without its fenced blocks."""
+    return re.sub(r"^```.*?^```$", "", chapter.text, flags=re.M | re.S)
+
+
+def _mentions(chapter: Chapter) -> list[str]:
+    """Every `deepinfer-tui ...` the chapter's prose names in backticks."""
+    return re.findall(r"`(deepinfer-tui(?: [^`]*)?)`", _prose(chapter))
+
+
+@pytest.mark.parametrize("chapter", _all_chapter_params())
+def test_a_command_named_in_the_prose_is_one_the_chapter_runs(chapter: Chapter) -> None:
+    run = {command.line for command in examples(chapter).commands}
+    for mention in _mentions(chapter):
+        words = shlex.split(mention)[1:]
+        if words and words[0] in HEADLESS and len(words) > 1:
+            assert mention in run, f"chapter {chapter.id} names {mention!r} but never runs it"
+
+
+def test_the_small_pool_of_chapter_05_evicts_for_space_and_defers() -> None:
+    """The debugger cannot run headless, so the chapter's `deepinfer-tui --num-blocks N` is
+    replayed as the session it would open: the default scenario with that pool."""
+    from deepinfer_tui.scenario import default_scenario
+    from deepinfer_tui.session import Session
+
+    for lang in LANGUAGES:
+        (mention,) = [m for m in _mentions(read_chapter("05", lang)) if "--num-blocks" in m]
+        flag, blocks = shlex.split(mention)[1:]
+        assert flag == "--num-blocks"
+        session = Session(default_scenario().with_overrides(num_blocks=int(blocks)))
+        session.run()
+        log = session.log()
+        assert any(e["kind"] == "evict" and e["reason"] == "evicted for space" for e in log)
+        assert any(e["kind"] == "deferred" for e in log)
+        finished = [r for r in session.snapshot()["requests"] if r["status"] == "finished"]
+        assert len(finished) == len(session.snapshot()["requests"])
+
+
 # -- links between chapters and languages -----------------------------------------------------
 
 
