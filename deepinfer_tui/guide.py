@@ -19,6 +19,7 @@ from functools import cache
 from importlib import resources
 
 LANGUAGES = ("en", "zh")
+INDEX = "00"  # the chapter that lists the others; the guide opens on it
 
 # The bullet labels of the closing "see it / read it / check it" section, per language.
 REFERENCE_LABELS: dict[str, tuple[str, str, str]] = {
@@ -80,9 +81,6 @@ def list_chapters(lang: str = "en") -> list[Chapter]:
     return list(_load(_check_language(lang)))
 
 
-INDEX = "00"  # the chapter that lists the others
-
-
 def read_chapter(chapter_id: str, lang: str = "en") -> Chapter:
     """One chapter by number ("3" or "03"), slug, or file stem ("03-<slug>"); "00" (or
     "index") is the index."""
@@ -122,7 +120,9 @@ class Examples:
 
 def _fences(text: str) -> list[tuple[str, str]]:
     """Every fenced (```) block as (info string, body)."""
-    blocks, info, body = [], None, []
+    blocks: list[tuple[str, str]] = []
+    info: str | None = None
+    body: list[str] = []
     for line in text.split("\n"):
         if info is None and line.startswith("```"):
             info, body = line[3:].strip(), []
@@ -172,15 +172,17 @@ def linked_chapter(href: str, lang: str) -> Chapter | None:
     """The chapter a link from a chapter in `lang` points at (`02-hot-warm-cold.md`,
     `../zh/02-hot-warm-cold.md`), or None for anything else (a web page, say)."""
     _check_language(lang)
-    parts = href.split("#")[0].split("/")
-    if parts[:-1] not in ([], ["."]) and not (
-        len(parts) == 3 and parts[0] == ".." and parts[1] in LANGUAGES
-    ):
+    *folders, name = href.split("#")[0].split("/")
+    if folders in ([], ["."]):
+        target_lang = lang  # a chapter beside this one
+    elif len(folders) == 2 and folders[0] == ".." and folders[1] in LANGUAGES:
+        target_lang = folders[1]  # a chapter in the other language's folder
+    else:
         return None
-    if _FILE_NAME.match(parts[-1]) is None:
+    if _FILE_NAME.match(name) is None:
         return None
     try:
-        return read_chapter(parts[-1].removesuffix(".md"), parts[1] if len(parts) == 3 else lang)
+        return read_chapter(name.removesuffix(".md"), target_lang)
     except KeyError:
         return None
 

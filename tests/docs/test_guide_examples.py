@@ -128,6 +128,41 @@ def test_every_command_runs_and_prints_what_its_chapter_shows(
             assert _shows(done.stdout, shown), f"{command.line} did not print {shown!r}"
 
 
+def test_examples_reads_console_and_python_blocks() -> None:
+    text = "\n".join(
+        [
+            "# T",
+            "```console",
+            "$ deepinfer-tui demo",
+            "  one line",
+            "$ deepinfer-tui guide --list",
+            "```",
+            "```python",
+            "print(1)",
+            "```",
+            "It prints:",
+            "```text",
+            "1",
+            "```",
+            "```python",
+            "x = 2",
+            "```",
+            "```sh",
+            "$ deepinfer-tui not-a-console-block",
+            "```",
+        ]
+    )
+    found = examples(Chapter("01", "t", "T", "en", text))
+    assert [(c.line, c.shown) for c in found.commands] == [
+        ("deepinfer-tui demo", ("one line",)),
+        ("deepinfer-tui guide --list", ()),
+    ]
+    assert [(s.code, s.output) for s in found.snippets] == [
+        ("print(1)\n", "1\n"),
+        ("x = 2\n", None),
+    ]
+
+
 @pytest.mark.parametrize(
     ("output", "shown", "expected"),
     [
