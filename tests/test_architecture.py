@@ -33,6 +33,18 @@ def test_engine_loads_neither_textual_nor_rich() -> None:
         "deepinfer_tui.legend",
         "deepinfer_tui.parsing",
         "deepinfer_tui.cli",
+        "deepinfer_tui.cli.shapes",
+        "deepinfer_tui.cli.exits",
+        "deepinfer_tui.cli.options",
+        "deepinfer_tui.cli.common",
+        "deepinfer_tui.cli.demo",
+        "deepinfer_tui.cli.generate",
+        "deepinfer_tui.cli.bounded",
+        "deepinfer_tui.cli.export",
+        "deepinfer_tui.cli.replay",
+        "deepinfer_tui.cli.guide",
+        "deepinfer_tui.cli.debugger",
+        "deepinfer_tui.cli.program",
     ],
 )
 def test_debugger_core_never_imports_textual(module: str) -> None:

@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-import engine.engine as engine_module
 from deepinfer_tui import jsonfile
 from deepinfer_tui.cli import main
 from deepinfer_tui.scenario import default_scenario
-from engine import TinyModel, greedy_generate
+from engine import Engine, TinyModel, greedy_generate
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -67,6 +66,18 @@ def test_real_entry_point_prints_help() -> None:
 def test_every_command_documents_its_json(capsys: pytest.CaptureFixture[str], command: str) -> None:
     code, out, _ = run(capsys, command, "--help")
     assert code == 0 and "JSON: {command" in out
+
+
+def test_help_never_breaks_the_export_folder_at_its_hyphen(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: at some widths `--help` wrapped `./deepinfer-exports/` after its hyphen."""
+    for columns in range(50, 131):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        for argv in (["--help"], ["export", "--help"]):
+            code, out, _ = run(capsys, *argv)
+            assert code == 0
+            assert out.count("./deepinfer-exports/") == 1, (columns, argv)
 
 
 # -- demo ----------------------------------------------------------------------------------------
@@ -574,7 +585,7 @@ def test_settings_too_big_for_memory_are_one_line(
     def no_memory(*args: object, **kwargs: object) -> None:
         raise MemoryError("Unable to allocate 1.86 TiB for an array")
 
-    monkeypatch.setattr(engine_module.Engine, "__init__", no_memory)
+    monkeypatch.setattr(Engine, "__init__", no_memory)
     assert_one_line_error(
         *run(capsys, "generate", "--prompt", "1"), "not enough memory", "1.86 TiB"
     )
