@@ -2,8 +2,11 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+CLI = Path(__file__).resolve().parents[1] / "deepinfer_tui" / "cli"
 
 
 def _loaded_after_import(module: str) -> set[str]:
@@ -33,18 +36,8 @@ def test_engine_loads_neither_textual_nor_rich() -> None:
         "deepinfer_tui.legend",
         "deepinfer_tui.parsing",
         "deepinfer_tui.cli",
-        "deepinfer_tui.cli.shapes",
-        "deepinfer_tui.cli.exits",
-        "deepinfer_tui.cli.options",
-        "deepinfer_tui.cli.common",
-        "deepinfer_tui.cli.demo",
-        "deepinfer_tui.cli.generate",
-        "deepinfer_tui.cli.bounded",
-        "deepinfer_tui.cli.export",
-        "deepinfer_tui.cli.replay",
-        "deepinfer_tui.cli.guide",
-        "deepinfer_tui.cli.debugger",
-        "deepinfer_tui.cli.program",
+        # every module of the command line, each on its own (the app loads only on launch)
+        *sorted(f"deepinfer_tui.cli.{p.stem}" for p in CLI.glob("*.py") if p.stem != "__init__"),
     ],
 )
 def test_debugger_core_never_imports_textual(module: str) -> None:
