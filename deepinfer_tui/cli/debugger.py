@@ -11,7 +11,7 @@ from ..export import DEFAULT_EXPORT_DIR
 from ..replay import Replay, load_trace
 from ..session import Session
 from .common import interactive, open_session, scenario_from
-from .exits import PROG, UsageError
+from .exits import FAILED, PROG, UsageError
 from .options import (
     DEFAULT_EXPORT_FOLDER,
     add_engine_options,
@@ -74,7 +74,7 @@ def run_app(session: Session, *, export_dir: Path, replay: Replay | None = None)
         from ..app import DebuggerApp
     except ImportError as error:
         print(f"{PROG}: the debugger app cannot start: {error_message(error)}", file=sys.stderr)
-        return 1
+        return FAILED
     app = DebuggerApp(session, export_dir=export_dir, replay=replay)
     app.run()
     return int(app.return_code or 0)

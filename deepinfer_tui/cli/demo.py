@@ -19,6 +19,7 @@ from .common import (
     result_json,
     result_line,
 )
+from .exits import FAILED, OK
 from .options import add_command, add_json_option, add_trace_option
 
 SUMMARY = "run the built-in scenario to the end and check it against the greedy oracle"
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         print()
         print_check(check, session.engine.config.recovery_mode)
         print_work(metrics)
-    return 0 if check["passed"] else 1
+    return OK if check["passed"] else FAILED
 
 
 def _between_rounds(event: dict[str, Any]) -> bool:

@@ -23,7 +23,7 @@ from .common import (
     result_line,
     scenario_from,
 )
-from .exits import PROG, UsageError
+from .exits import FAILED, OK, PROG, UsageError
 from .options import (
     add_command,
     add_engine_options,
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             print_check(check, recovery)
         print_work(metrics)
     failed = any(r["finish_reason"] == "error" for r in results)
-    return 1 if failed or (check is not None and not check["passed"]) else 0
+    return FAILED if failed or (check is not None and not check["passed"]) else OK
 
 
 def read_requests(path: str) -> list[dict[str, Any]]:

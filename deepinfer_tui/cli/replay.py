@@ -9,6 +9,7 @@ from ..export import DEFAULT_EXPORT_DIR
 from ..replay import Replay, load_trace
 from .common import interactive, print_json
 from .debugger import run_app
+from .exits import FAILED, OK
 from .options import add_command, add_json_option
 
 SUMMARY = "re-execute a saved JSON trace and check it reproduces the recorded events"
@@ -58,4 +59,4 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             print(f"Re-execution DIVERGED: {replay.divergence}")
-    return 0 if replay.reproduced else 1
+    return OK if replay.reproduced else FAILED
