@@ -42,7 +42,12 @@ def _epilog() -> str:
         lines += textwrap.wrap(
             meaning, 92, initial_indent=f"  {status:<4} ", subsequent_indent=" " * 7
         )
-    lines += ["", 'Every --json output is one object whose "command" key names the command.']
+    lines += [
+        "",
+        'Every --json output is one object whose "command" key names the command. In the',
+        "shapes each command's --help shows, name[] is a list, name|null may be null, name? is",
+        "present only with a flag (--trace), and ... stands for an engine event's own fields.",
+    ]
     return "\n".join(lines)
 
 
