@@ -44,7 +44,7 @@ from tests.engine.helpers import (
     events_of,
     install,
 )
-from tests.engine.model_helpers import chain_item, max_difference
+from tests.engine.model_helpers import bounded_prefill, chain_item, max_difference
 
 COMMON = dict(
     deadline=None,
@@ -181,19 +181,8 @@ def test_bounded_prefills_in_a_uniform_batch_keep_their_bounds(mode: str) -> Non
     for sequence in sequences:
         lower = len(sequence) - keep
         bounded = model.full_forward(tuple(sequence), mode=mode, keep=keep)
-        items.append(
-            RowBatchItem(
-                context=Rows.empty(model.layout),
-                local=Rows.empty(model.layout),
-                local_positions=np.zeros(0, dtype=np.int64),
-                tokens=np.array(sequence),
-                positions=np.arange(len(sequence)),
-                parents=np.arange(len(sequence)) - 1,
-                local_lower=lower,
-                consumer_from=lower if mode == "compact" else 0,
-                context_key=("bounded", tuple(sequence)),
-            )
-        )
+        key = ("bounded", tuple(sequence))
+        items.append(bounded_prefill(model, sequence, lower, mode, context_key=key))
         expected.append(bounded.data)
         exact.append(model.full_forward(tuple(sequence)).data)
     for out, want, plain in zip(model.compute_rows(items), expected, exact):

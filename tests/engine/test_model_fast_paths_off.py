@@ -25,7 +25,7 @@ from engine.model.fastpaths import forward as forward_module
 from engine.model.fastpaths import groups as groups_module
 from engine.rows import BatchContext, RowBatchItem, Rows
 from tests.engine.helpers import TOLERANCE, ManualClock, check_all_finished, drain
-from tests.engine.model_helpers import chain_item, max_difference
+from tests.engine.model_helpers import bounded_prefill, chain_item, max_difference, replay_item
 
 SAME = 1e-12  # fast against plain: the same arithmetic up to summation order
 
@@ -209,16 +209,7 @@ def warm_replays(run: Run) -> None:
     tokens, other = sequence(60, 14), sequence(61, 10)
     encoder, consumer = 9, 3
     full = run.oracle.rows(tokens)
-    local_start = max(0, consumer - run.model.window + 1)
-    replay = RowBatchItem(
-        context=full.take(slice(0, encoder)),
-        local=full.take(slice(local_start, consumer)),
-        local_positions=np.arange(local_start, consumer),
-        tokens=np.array(tokens[consumer:]),
-        positions=np.arange(consumer, len(tokens)),
-        parents=np.arange(len(tokens) - consumer) - 1,
-        replay=encoder - consumer,
-    )
+    replay = replay_item(run.model, tokens, full, encoder, consumer)
     outputs = run.forward([replay, chain(run, other, 6)])
     layout = run.model.layout
     consumers = slice(layout.local.start, layout.logits.stop)
@@ -235,19 +226,7 @@ def bounded_recovery(run: Run) -> None:
     items, expected = [], []
     for index, mode in enumerate(("mask", "compact")):
         tokens = sequence(70 + index, 11)
-        lower = len(tokens) - keep
-        items.append(
-            RowBatchItem(
-                context=Rows.empty(run.model.layout),
-                local=Rows.empty(run.model.layout),
-                local_positions=np.zeros(0, dtype=np.int64),
-                tokens=np.array(tokens),
-                positions=np.arange(len(tokens)),
-                parents=np.arange(len(tokens)) - 1,
-                local_lower=lower,
-                consumer_from=lower if mode == "compact" else 0,
-            )
-        )
+        items.append(bounded_prefill(run.model, tokens, len(tokens) - keep, mode))
         expected.append(run.model.full_forward(tokens, mode=mode, keep=keep).data)
     for out, want in zip(run.forward(items), expected):
         run.expect(out, want)
