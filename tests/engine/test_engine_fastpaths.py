@@ -28,6 +28,7 @@ import engine.engine as engine_module
 import engine.model as model_module
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.model.fastpaths import buffers as buffers_module
+from engine.model.fastpaths import forward as forward_module
 from engine.model.fastpaths import groups as groups_module
 from engine.model.fastpaths import padded as padded_module
 from engine.rows import RowBatchItem, Rows
@@ -88,7 +89,7 @@ def work_buffers(mode: str) -> Iterator[None]:
         yield
     elif mode == "grouped by length mod 3":
         with (
-            patch.object(groups_module, "length_groups", groups_by_length_mod_3),
+            patch.object(forward_module, "length_groups", groups_by_length_mod_3),
             patch.object(engine_module, "length_groups", groups_by_length_mod_3),
         ):
             yield

@@ -22,7 +22,6 @@ from engine import Engine, EngineConfig, TinyModel, make_draft
 from engine.model import tinymodel as tinymodel_module
 from engine.model.fastpaths import WorkBuffers
 from engine.model.fastpaths import forward as forward_module
-from engine.model.fastpaths import groups as groups_module
 from engine.rows import BatchContext, RowBatchItem, Rows
 from tests.engine.helpers import TOLERANCE, ManualClock, check_all_finished, drain
 from tests.engine.model_helpers import bounded_prefill, chain_item, max_difference, replay_item
@@ -257,7 +256,7 @@ SCENARIOS: dict[str, tuple[Callable[[Run], None], str]] = {
     "chain verification": (chain_verification, "chain_rows"),
     "draft levels": (draft_levels, "chain_rows"),
     "trees": (trees, "tree_rows"),
-    "mixed lengths": (mixed_lengths, "in_group"),
+    "mixed lengths": (mixed_lengths, "group_suffixes"),
     "long prefills": (long_prefills, "chunked_rows"),
     "warm replays": (warm_replays, "tree_rows"),
     "bounded recovery": (bounded_recovery, "tree_rows"),
@@ -281,18 +280,8 @@ def fast_paths_refused() -> Iterator[None]:
 
 @contextmanager
 def watching(name: str) -> Iterator[list[int]]:
-    """Count the calls of `name` (a function forward.py calls, or a work-buffer group)."""
+    """Count the calls of `name`, a function `forward.py` calls."""
     calls: list[int] = []
-    if name == "in_group":
-        original = groups_module.group_suffixes
-
-        def spy(*args: Any) -> Any:
-            calls.append(1)
-            return original(*args)
-
-        with patch.object(groups_module, "group_suffixes", spy):
-            yield calls
-        return
     original = getattr(forward_module, name)
 
     def watched(*args: Any, **kwargs: Any) -> Any:

@@ -91,8 +91,7 @@ class ChainAttention:
     def _attend_padded(self, queries: np.ndarray, plane: int) -> np.ndarray:
         keys = self.padded[:, plane, : self.span]
         values = self.padded[:, plane + 1, : self.span]
-        few = self.q <= CAUSAL_BLOCK_ROWS or len(queries) * self.q < CAUSAL_BLOCK_MIN_QUERIES
-        if few or self.stored_rows > self.chain:
+        if not blocks_pay(len(queries), self.q, self.stored_rows, self.chain):
             return attend(queries, keys, values, self.bias)
         # A long chain (a prefill) in blocks of queries, each over the keys up to its last
         # row: the later chain rows are masked for it anyway (a quarter less work at 2).
@@ -109,6 +108,17 @@ class ChainAttention:
         return out
 
 
+def blocks_pay(size: int, queries: int, stored: int, chain: int) -> bool:
+    """Blocks of queries pay for a batch of long chains at least as long as their stored rows."""
+    many = queries > CAUSAL_BLOCK_ROWS and size * queries >= CAUSAL_BLOCK_MIN_QUERIES
+    return many and stored <= chain
+
+
+def windows_pay(windowed: int, keys: int) -> bool:
+    """Sliding windows pay when `windowed` queries each skip scoring most of `keys` rows."""
+    return windowed * (keys - WINDOW_QUERY_SCORES) >= WINDOW_CALL_SCORES
+
+
 def attend_window(
     q: np.ndarray,
     keys: np.ndarray,
@@ -123,8 +133,7 @@ def attend_window(
     O(q x window) scores instead of O(q x rows). The first queries take the masked path."""
     size, count = q.shape[:2]
     head = min(count, max(0, window - 1 - (contiguous - count)))  # reach before the chain
-    saved = size * (count - head) * (keys.shape[1] - WINDOW_QUERY_SCORES)
-    if saved < WINDOW_CALL_SCORES:
+    if not windows_pay(size * (count - head), keys.shape[1]):
         return attend(q, keys, values, bias)
     out = np.empty_like(q)
     if head:

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from ...rows import BatchContext, RowBatchItem, Rows
 from ..batched import tree_rows
-from . import groups
 from .buffers import WorkBuffers
 from .chain import chain_rows, chain_shape
 from .chunks import chunked_rows, long_prefills
+from .groups import group_suffixes, length_groups
 from .keys import in_place_keys
 from .padded import batch_context
 
@@ -23,11 +23,11 @@ def compute_rows(
 ) -> list[Rows]:
     """The new rows of every item: items of very different lengths in groups of their own
     (`length_groups`), unless the caller padded one context for the whole batch."""
-    member_groups = groups.length_groups(batch) if context is None else [list(range(len(batch)))]
+    member_groups = length_groups(batch) if context is None else [list(range(len(batch)))]
     if len(member_groups) == 1:
         return _compute_group(model, work, batch, context)
     results: list[Rows | None] = [None] * len(batch)
-    for members, suffix in zip(member_groups, groups.group_suffixes(batch, member_groups)):
+    for members, suffix in zip(member_groups, group_suffixes(batch, member_groups)):
         with work.in_group(suffix):  # each group pads its contexts in buffers of its own
             outputs = _compute_group(model, work, [batch[i] for i in members], None)
         for i, rows in zip(members, outputs):
