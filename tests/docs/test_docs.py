@@ -314,7 +314,7 @@ def run_python_blocks(document: str, capsys: pytest.CaptureFixture[str]) -> list
 
 
 def test_library_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
-    imports, first, rounds, edges = run_python_blocks("docs/library.md", capsys)
+    imports, first, rounds, edges, order, warm_up = run_python_blocks("docs/library.md", capsys)
     assert imports == ""
     assert re.fullmatch(r"request-1 \((\d+, ){3}\d+\) length\n", first)
     cold, drafted = rounds.splitlines()
@@ -323,6 +323,13 @@ def test_library_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     refusal, states = edges.splitlines()
     assert "prompt[1]" in refusal and "vocabulary" in refusal
     assert states == "['warm']"
+    # run() pairs with the prompts: submission order, though the second finishes first.
+    assert [line.split()[-2] for line in order.splitlines()] == [
+        "request-1",
+        "request-2",
+        "request-3",
+    ]
+    assert warm_up == "() length 4\nhot 4\n"  # the zero-token warm-up is reused whole
 
 
 def test_library_import_list_is_the_public_surface() -> None:
@@ -345,12 +352,20 @@ def test_library_config_table_is_engine_config() -> None:
     assert documented == {name: str(value) for name, value in defaults.items()}
 
 
-def test_library_keeps_the_section_for_issue_19() -> None:
-    text = read("docs/library.md")
-    assert (
-        "## What a vLLM or core-deepinfer user expects\n\n(Written by the lead with issue #19.)\n"
-        in text
-    )
+def test_library_states_what_a_vllm_user_expects() -> None:
+    text = section("docs/library.md", "What a vLLM or core-deepinfer user expects")
+    for rule in (
+        "in the order the requests were submitted",
+        "generate(prompt, max_tokens=0)",
+        'finish_reason == "error"',
+        "`kv_cache_memory_mib` (default 32 MiB)",
+    ):
+        assert rule in text, rule
+    # The figures quoted for the default pool are the engine's own.
+    from engine import EngineConfig, TinyModel, pool_blocks
+
+    blocks = pool_blocks(EngineConfig(), TinyModel())
+    assert f"{blocks:,} blocks of 16, that is\n{blocks * 16:,} positions" in text
 
 
 # -- the scenario document -----------------------------------------------------------------------
