@@ -22,12 +22,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
+from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft, pool_blocks
 from tests.engine.helpers import (
     _PREFIX_HASHES,
     TOLERANCE,
     ManualClock,
     check_block_invariants,
+    check_live_prefixes,
     check_nothing_orphaned,
     drain,
 )
@@ -172,16 +173,11 @@ def check_submission_order(world: World, results: list[Any]) -> None:
 
 
 def check_live(world: World) -> None:
-    """Unfinished requests that computed under the weights in force only equal their oracle."""
-    engine = world.engine
-    for view in engine.snapshot()["requests"]:
-        if view["status"] == "finished" or world.computed_under(view["id"]) - {world.identity}:
-            continue
-        generated = tuple(view["generated"])
-        oracle = greedy_generate(engine.target, view["prompt"], max_tokens=len(generated))
-        assert generated == oracle.tokens, f"{view['id']}: {generated} vs {oracle.tokens}"
-        error = engine.committed_state(view["id"]).max_error(oracle.state)
-        assert error < TOLERANCE, f"{view['id']}: live state differs by {error}"
+    """Unfinished requests equal the oracle so far, when none holds rows of older weights."""
+    views = world.engine.snapshot()["requests"]
+    unfinished = [view["id"] for view in views if view["status"] != "finished"]
+    if not any(world.computed_under(rid) - {world.identity} for rid in unfinished):
+        check_live_prefixes(world.engine)
 
 
 def apply(world: World, operation: Operation, *, reopen_stale: bool) -> None:
@@ -353,9 +349,8 @@ def test_interleavings_with_warm_ups_and_replaced_weights_stay_exact(
     play(setup, operations, reopen_stale=False)
 
 
-# Defect: a finished request rolled back after a round has seen the new weights is reopened
-# with its old tokens, and no later round checks it again: it finishes "length" with tokens
-# of both models (here: computed under two sets of weights, and not failed).
+# A finished request rolled back after a round has seen the new weights: it finishes "length"
+# with tokens of both models (computed under two sets of weights, and not failed).
 REOPENED_AFTER_CHANGE = (
     Setup(8, 4, "none", ROOMY),
     [
@@ -368,33 +363,40 @@ REOPENED_AFTER_CHANGE = (
 )
 
 
-@pytest.mark.xfail(
+# Defect: rollback reopens a finished request computed under replaced weights, and the next
+# round skips it (`_fail_stale_requests` returns early: it checked these weights already).
+REOPENED_STALE = pytest.mark.xfail(
     strict=True,
     reason="engine defect: rollback reopens a finished request computed under replaced "
     "weights and _fail_stale_requests skips it (its identities were checked already)",
 )
+
+
+@REOPENED_STALE
 def test_a_request_reopened_after_a_weight_change_is_checked_again() -> None:
     play(*REOPENED_AFTER_CHANGE, reopen_stale=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine defect: rollback reopens a finished request computed under replaced "
-    "weights and _fail_stale_requests skips it (its identities were checked already)",
-)
-def test_rolling_back_a_request_of_replaced_weights_fails_it() -> None:
+def finished_then_replaced(max_tokens: int) -> tuple[Engine, str]:
+    """A request finished under seed 8's weights, then the target's replaced by seed 9's."""
     target = TinyModel(seed=8)
     engine = Engine(target, None, config=EngineConfig(num_blocks=64), clock=ManualClock())
-    rid = engine.submit([1, 2, 3], max_tokens=4)
-    engine.run()
+    rid = engine.generate([1, 2, 3], max_tokens=max_tokens).request_id
     target.weights = TinyModel(seed=9).weights
+    return engine, rid
+
+
+@REOPENED_STALE
+def test_rolling_back_a_request_of_replaced_weights_fails_it() -> None:
+    engine, rid = finished_then_replaced(max_tokens=4)
     engine.step()  # a round sees the new weights (with other requests it would be running)
     engine.rollback(rid, 2)  # keeps two tokens of the old weights
     engine.run(raise_on_error=False)
     result = engine.result(rid)
     old = greedy_generate(TinyModel(seed=8), [1, 2, 3], max_tokens=4).tokens
-    new = greedy_generate(target, [1, 2, 3], max_tokens=4).tokens
-    assert result.tokens in (old, new) or result.finish_reason == "error", result
+    new = greedy_generate(engine.target, [1, 2, 3], max_tokens=4).tokens
+    assert result.finish_reason == "error", f"{result.tokens}: old {old}, new {new}"
+    assert "weights changed" in (result.error or "")
 
 
 @pytest.mark.xfail(
@@ -403,13 +405,9 @@ def test_rolling_back_a_request_of_replaced_weights_fails_it() -> None:
     "with the weights in force now, not the ones its rows were computed with",
 )
 def test_committed_state_of_a_finished_request_survives_a_weight_change() -> None:
-    target = TinyModel(seed=8)
-    engine = Engine(target, None, config=EngineConfig(num_blocks=64), clock=ManualClock())
-    result = engine.generate([1, 2, 3], max_tokens=3)
     oracle = greedy_generate(TinyModel(seed=8), [1, 2, 3], max_tokens=3)
-    assert engine.committed_state(result.request_id).max_error(oracle.state) < TOLERANCE
-    target.weights = TinyModel(seed=9).weights
-    assert engine.committed_state(result.request_id).max_error(oracle.state) < TOLERANCE
+    engine, rid = finished_then_replaced(max_tokens=3)
+    assert engine.committed_state(rid).max_error(oracle.state) < TOLERANCE
 
 
 @pytest.mark.xfail(
@@ -432,3 +430,21 @@ def test_a_request_deferred_before_computing_anything_goes_on_under_new_weights(
     result = engine.result(waiting)
     assert result.finish_reason == "length", result.error  # "... after its KV was computed"
     assert result.tokens == greedy_generate(target, [2, 3], max_tokens=2).tokens
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine defect: pool_blocks floors the pool at one block, so a budget smaller "
+    "than one block (or a large block_size) silently gets a pool beyond kv_cache_memory_mib",
+)
+def test_a_pool_sized_from_memory_never_exceeds_its_budget() -> None:
+    model = TinyModel()
+    position_bytes = 8 * model.layout.size  # float64 rows of one position of the target
+    for block_size in (1, 16, 2**12):
+        config = EngineConfig(block_size=block_size, kv_cache_memory_mib=1.0)
+        try:
+            blocks = pool_blocks(config, model)
+        except ValueError as error:  # refusing, naming the setting, would do too
+            assert "kv_cache_memory_mib" in str(error)
+            continue
+        assert blocks * block_size * position_bytes <= 2**20, (block_size, blocks)
