@@ -111,7 +111,7 @@ class World:
     tags: list[str] = field(default_factory=list)  # target identity of each trace event
     hashes_of: str = ""  # identity of the weights the shown blocks were hashed under
     before_steps: list[str] = field(default_factory=list)  # `hashes_of` before each step
-    # identity -> the prefix hashes seen under it (see `check`)
+    # identity -> the prefix hashes seen under it (see `use_hash_records`)
     hash_records: dict[str, dict[tuple[int, ...], str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
