@@ -228,7 +228,7 @@ class Engine:
         )
         self.cache = PrefixCache(capacity=self.config.cache_capacity)
         self.requests: dict[str, Request] = {}
-        self._order: list[str] = []  # finish order, for run()'s delivery
+        self._order: list[str] = []  # finish order (run() delivers in submission order)
         self._delivered: set[str] = set()
         self._queue: deque[str] = deque()
         self._history: deque[_Checkpoint] = deque()
@@ -455,6 +455,11 @@ class Engine:
     def committed_state(self, request_id: str) -> State:
         """The request's committed arrays, comparable with the oracle's `.state`."""
         request = self._get(request_id)
+        if request.identities is not None and request.identities != self._identities():
+            raise ValueError(
+                f"request {request_id!r} computed its rows with weights since replaced: its "
+                "committed state would need a forward of the old model"
+            )
         tokens = tuple(request.tokens)
         n = len(tokens)
         if request.final is not None:
@@ -505,6 +510,7 @@ class Engine:
                 request.status, request.finish_reason, request.error = "queued", None, None
                 request.final = None
                 request.restore = None  # it holds no rows: the next admission restores afresh
+                self._checked_identities = None  # its tokens may predate a weight change
                 self._order.remove(request_id)
                 self._delivered.discard(request_id)
                 self._queue.append(request_id)
@@ -799,8 +805,6 @@ class Engine:
         self._admissions += 1
         request.admitted = self._admissions
         request.fresh = True
-        if request.identities is None or request.generated == 0:
-            request.identities = self._identities()  # what its rows will come from
         wanted = tuple(request.tokens[:-1])
         exact = self.config.recovery_mode == "exact"
         found = self.cache.lookup(self._cache_key(), wanted, now=now, exact=exact)
@@ -809,6 +813,8 @@ class Engine:
             blocks = found.entry.blocks[: -(-reused // self.config.block_size)]
             self.pool.hold(blocks)
             request.table = list(blocks)
+            if request.identities is None:  # its rows now come from these weights
+                request.identities = self._identities()
         consumer = reused if found.cache == "hot" else 0
         request.cursors = {role: [reused, consumer] for role in self.kv_models}
         n = len(request.tokens)
@@ -1337,6 +1343,8 @@ class Engine:
         remaining = request.remaining  # before this round's tokens
         new_tokens = new_tokens[:remaining]
         request.tokens.extend(new_tokens)
+        if request.identities is None:  # its first computed rows
+            request.identities = self._identities()
         # Every row before the new pending token is computed; a zero-token request commits
         # nothing, and every row of its prompt (the last one too) is computed.
         cursor = len(request.tokens) - 1 if new_tokens else n
