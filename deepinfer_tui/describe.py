@@ -44,10 +44,8 @@ def describe(event: Event) -> str:
 
 
 def _queued(event: Event) -> str:
-    return (
-        f"queued: {plural(event['prompt_positions'], 'prompt position')}, "
-        f"up to {plural(event['max_tokens'], 'new token')}"
-    )
+    prompt = plural(event["prompt_positions"], "prompt position")
+    return f"queued: {prompt}, up to {plural(event['max_tokens'], 'new token')}"
 
 
 def _restore(event: Event) -> str:
@@ -87,9 +85,7 @@ def _commit(event: Event) -> str:
     )
     if event["rolled_back_positions"]:
         line += f" · rolled back {plural(event['rolled_back_positions'], 'position')}"
-    if event["freed_blocks"]:
-        line += f" · freed {format_blocks(event['freed_blocks'])}"
-    return line
+    return line + _freed(event)
 
 
 def _publish(event: Event) -> str:
@@ -100,16 +96,16 @@ def _publish(event: Event) -> str:
     )
 
 
+def _preempt(event: Event) -> str:
+    lost = plural(event["lost_positions"], "position")
+    return f"preempted: lost {lost} ({event['reason']})"
+
+
 def _evict(event: Event) -> str:
     return (
         f"evict {event['positions']}-position prefix ({event['reason']}), "
         f"blocks {format_blocks(event['blocks'])}"
     )
-
-
-def _preempt(event: Event) -> str:
-    lost = plural(event["lost_positions"], "position")
-    return f"preempted: lost {lost} ({event['reason']})"
 
 
 def _finished(event: Event) -> str:
@@ -118,8 +114,12 @@ def _finished(event: Event) -> str:
 
 
 def _rollback(event: Event) -> str:
-    freed = f" · freed {format_blocks(event['freed_blocks'])}" if event["freed_blocks"] else ""
-    return f"rollback: removed {format_tokens(event['removed'])}{freed}"
+    return f"rollback: removed {format_tokens(event['removed'])}{_freed(event)}"
+
+
+def _freed(event: Event) -> str:
+    """The blocks a commit or rollback gave back to the pool, if any."""
+    return f" · freed {format_blocks(event['freed_blocks'])}" if event["freed_blocks"] else ""
 
 
 _FORMATTERS: dict[str, Callable[[Event], str]] = {
