@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from deepinfer_tui.replay import (
+from deepinfer_tui.replay import Replay
+from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.session import Session
+from deepinfer_tui.tracefile import (
     VERSION,
-    Replay,
     TraceError,
     TraceFile,
     load_trace,
     parse_trace,
     trace_data,
 )
-from deepinfer_tui.scenario import default_scenario
-from deepinfer_tui.session import Session
 
 
 @pytest.fixture(scope="module")
