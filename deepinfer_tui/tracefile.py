@@ -197,7 +197,7 @@ def _check_operation(operation: Any, where: str, fail: Fail) -> None:
     if not isinstance(operation, dict):
         raise fail(f"{where} must be an object with an op")
     op = operation.get("op")
-    if op not in _OPERATION_FIELDS:
+    if not isinstance(op, str) or op not in _OPERATION_FIELDS:
         known = ", ".join(_OPERATION_FIELDS)
         raise fail(f"{where}: unknown operation {op!r} (known: {known})")
     missing = [name for name in _OPERATION_FIELDS[op] if name not in operation]

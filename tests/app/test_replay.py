@@ -189,6 +189,8 @@ def _variant(busy_session: Session, change: Any) -> dict[str, Any]:
             lambda d: d["operations"].append({"op": "submit", "prompt": [1], "max_tokens": "2"}),
             "max_tokens must be a non-negative integer",
         ),
+        (lambda d: d["operations"].append({"op": []}), "unknown operation []"),
+        (lambda d: d["operations"].append({"op": {"x": 1}}), "unknown operation"),
         (lambda d: d["operations"].append({"op": "clock", "seconds": -1}), "positive number"),
         (lambda d: d["operations"].append({"op": "clock", "seconds": "abc"}), "positive number"),
         (lambda d: d.update(tick=-1), "tick must be a non-negative integer"),
