@@ -290,6 +290,7 @@ class DebuggerApp(App[None]):
         table.focus()
 
     def on_unmount(self) -> None:
+        self._stop_auto_run()
         self._resume_gc()
         if self._gc_threshold is not None:
             gc.set_threshold(*self._gc_threshold)
@@ -347,8 +348,16 @@ class DebuggerApp(App[None]):
             auto_waiting=self.auto_waiting,
         )
 
+    @property
+    def closing(self) -> bool:
+        """True once the app has begun to close: its panes are going or gone, so a timer,
+        worker or thread that reports now must leave the screen and the session alone."""
+        return not self.is_running
+
     def refresh_view(self) -> None:
         """Rebuild the view from the session/replay and let every pane render it."""
+        if self.closing:
+            return
         self._pause_gc_until_painted()
         self.view = self._build_view()
         # One batch: the panes' updates reach the screen together, in one repaint.
@@ -374,7 +383,7 @@ class DebuggerApp(App[None]):
 
     def _sync_selection(self) -> None:
         """Show the cursor's request in the detail panes if they still show another."""
-        if self.selected_id != self._shown_id:
+        if not self.closing and self.selected_id != self._shown_id:
             self._pause_gc_until_painted()
             self._show_selection()
             self._refresh_bindings_if_changed()
@@ -573,6 +582,8 @@ class DebuggerApp(App[None]):
 
     def on_round_computed(self, message: RoundComputed) -> None:
         self._computing = None
+        if self.closing:
+            return
         if message.error is not None:
             self._report_failure(message.error)
             self._stop_auto_run()
@@ -667,6 +678,9 @@ class DebuggerApp(App[None]):
         self._auto_shown_waiting = None
 
     def _auto_step(self) -> None:
+        if self.closing:  # the app is going: its timer must not step or draw any more
+            self._stop_auto_run()
+            return
         if self._computing is not None:
             return  # the round before is still being computed; the header says so
         waiting = self.auto_waiting  # a dialog is open or an export reads the session
@@ -750,6 +764,8 @@ class DebuggerApp(App[None]):
         if event.worker.name != "export" or not event.worker.is_finished:
             return
         self._exporting = False
+        if self.closing:
+            return
         if event.state == WorkerState.SUCCESS:
             paths = event.worker.result or []
             listing = "\n".join(str(p) for p in paths)
@@ -841,5 +857,7 @@ class DebuggerApp(App[None]):
         self.call_later(self._run_palette_action, action)
 
     async def _run_palette_action(self, action: str) -> None:
+        if self.closing:
+            return
         if not await self.run_action(action):
             self._refuse(action)
