@@ -18,7 +18,8 @@ from textual.strip import Strip
 from textual.widgets import Input
 
 from deepinfer_tui import tour
-from deepinfer_tui.app import GC_PAUSE_LIMIT, DebuggerApp
+from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.collector import GC_PAUSE_LIMIT
 from deepinfer_tui.describe import describe
 from deepinfer_tui.legend import BLOCK_MARKS, STATUS_MARKS
 from deepinfer_tui.scenario import default_scenario, parse_scenario
@@ -653,7 +654,7 @@ async def test_garbage_collection_comes_back_when_a_screen_swallows_the_frame() 
             while len(app.screen_stack) > 1:
                 await pilot.press("escape")
         await pilot.pause(GC_PAUSE_LIMIT + 0.2)
-        assert gc.isenabled() and not app._gc_paused
+        assert gc.isenabled() and not app.collector.paused
     assert gc.isenabled()
 
 
