@@ -17,7 +17,7 @@ from textual.visual import Visual, visualize
 from ..describe import format_blocks, format_tokens, plural
 from ..legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
 from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
-from .quiet import refresh_rows, set_scroll_extent
+from .render.quiet import refresh_rows, set_scroll_extent
 from .view import RequestView, View
 
 

@@ -11,7 +11,7 @@ from textual.widgets import Static
 from ..legend import BLOCK_MARKS, STATUS_MARKS
 from ..parsing import clip
 from ..session import log_still_holds
-from .quiet import update_static
+from .render.quiet import update_static
 from .view import Event, View
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"

@@ -17,7 +17,6 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input
 
-from deepinfer_tui import tour
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.collector import GC_PAUSE_LIMIT
 from deepinfer_tui.describe import describe
@@ -29,6 +28,7 @@ from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar
 from deepinfer_tui.widgets.view import View
+from tests.app import tour
 from tests.app.helpers import make_app, messages, shown_lines, wait_until
 
 SIZE = (120, 40)

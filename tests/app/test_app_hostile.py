@@ -9,7 +9,6 @@ import pytest
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Input
 
-from deepinfer_tui import tour
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
@@ -18,6 +17,7 @@ from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets.status import DescriptionLine
+from tests.app import tour
 from tests.app.helpers import make_app, messages, palette_prompts, shown_lines, wait_until
 
 SIZE = (120, 40)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from textual.binding import Binding
 
-from deepinfer_tui import tour
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.describe import plural
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
@@ -18,6 +17,7 @@ from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, StatusBar
+from tests.app import tour
 from tests.app.helpers import make_app, messages, palette_prompts, shown_lines, wait_until
 
 SIZE = (120, 40)
