@@ -12,13 +12,9 @@ from collections.abc import Awaitable, Callable
 
 from textual.widget import Widget
 
-from deepinfer_tui.app import DebuggerApp
-from deepinfer_tui.scenario import default_scenario
-from deepinfer_tui.session import Session
-from tests.app.helpers import make_app
+from tests.app.helpers import long_running_app, make_app
 
 SIZE = (120, 40)
-INTERVAL = 0.01  # seconds between auto-run rounds here
 HELD_OPEN = 0.3  # seconds the shutdown is held open: thirty auto-run intervals
 
 
@@ -35,14 +31,6 @@ class SlowToUnmount(Widget):
 
 async def hold_open() -> None:
     await asyncio.sleep(HELD_OPEN)
-
-
-def long_running_app() -> DebuggerApp:
-    session = Session(default_scenario().with_overrides(num_blocks=200))
-    session.submit([1, 2, 3], max_tokens=500)
-    app = DebuggerApp(session)
-    app.AUTO_RUN_INTERVAL = INTERVAL
-    return app
 
 
 async def test_auto_run_neither_steps_nor_draws_once_the_app_closes() -> None:
