@@ -8,7 +8,7 @@ collector tuning and the toasts are modules of their own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,7 +20,6 @@ from textual.command import CommandPalette
 from textual.containers import Grid
 from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import DataTable
 
 from engine import Engine
@@ -172,10 +171,7 @@ class DebuggerApp(LiveActions, ExportActions, App[None]):
         self.collector.restore()
 
     def _pause_gc_until_painted(self) -> None:
-        self.collector.pause_until_painted(self.call_after_refresh, self._one_shot)
-
-    def _one_shot(self, delay: float, callback: Callable[[], None]) -> Timer:
-        return self.set_timer(delay, callback, name="resume gc")
+        self.collector.pause_until_painted(self.call_after_refresh, self.set_timer)
 
     # -- the one refresh path -----------------------------------------------------------------
 
@@ -246,15 +242,17 @@ class DebuggerApp(LiveActions, ExportActions, App[None]):
 
     def situation(self) -> availability.Situation:
         """What the availability policy reads, now."""
-        replay = self.replay
-        selected_id = self.selected_id
+        replay, selected_id = self.replay, self.selected_id
+        place = (
+            None
+            if replay is None
+            else availability.ReplayPlace(replay.position, len(replay.frames))
+        )
         return availability.Situation(
             session=self._session,
             tick=self.engine.tick,
             undo_depth=self.engine.config.undo_depth,
-            replay=None
-            if replay is None
-            else availability.ReplayPlace(replay.position, len(replay.frames)),
+            replay=place,
             covered_by=self._covering_screen(),
             exporting=self._exporting,
             computing=None if self._computing is None else self._computing.describe(),
@@ -370,17 +368,10 @@ class DebuggerApp(LiveActions, ExportActions, App[None]):
 
     # -- help and command palette -------------------------------------------------------------
 
-    def _keys_of_this_mode(self) -> list[Key]:
-        """The described keys, without the other mode's (live vs replay)."""
-        replaying = self.replay is not None
-        return [key for key in KEYS if availability.in_this_mode(key.action, replaying)]
-
     def key_help(self) -> list[KeyHelp]:
-        rows = [
-            KeyHelp(key.label, key.description, key.tooltip) for key in self._keys_of_this_mode()
-        ]
-        rows.extend(KeyHelp(*row) for row in EXTRA_HELP)
-        return rows
+        keys = availability.keys_in_this_mode(self.replay is not None)
+        rows = [KeyHelp(key.label, key.description, key.tooltip) for key in keys]
+        return rows + [KeyHelp(*row) for row in EXTRA_HELP]
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         # The debugger's own palette entries include Quit and a screenshot into the export
@@ -391,9 +382,10 @@ class DebuggerApp(LiveActions, ExportActions, App[None]):
                 yield command
 
     def palette_actions(self) -> list[PaletteAction]:
+        keys = availability.keys_in_this_mode(self.replay is not None)
         return [
-            PaletteAction(key.action, key.tooltip or key.description, key.label, key.description)
-            for key in self._keys_of_this_mode()
+            PaletteAction(k.action, k.tooltip or k.description, k.label, k.description)
+            for k in keys
         ]
 
     def run_palette_action(self, action: str) -> None:

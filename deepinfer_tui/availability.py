@@ -12,7 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from .bindings import DEBUGGER_ACTIONS, MUTATING, OVER_ANY_SCREEN, REPLAY_ONLY, debugger_actions_of
+from .bindings import (
+    DEBUGGER_ACTIONS,
+    KEYS,
+    MUTATING,
+    OVER_ANY_SCREEN,
+    REPLAY_ONLY,
+    Key,
+    debugger_actions_of,
+)
 from .describe import plural
 
 ROW_ACTIONS = frozenset({"cancel_request", "rollback", "rollback_many"})
@@ -54,6 +62,11 @@ def in_this_mode(action: str, replaying: bool) -> bool:
     if action in MUTATING:
         return not replaying
     return True
+
+
+def keys_in_this_mode(replaying: bool) -> list[Key]:
+    """The keys the help and the palette list: without the other mode's (live vs replay)."""
+    return [key for key in KEYS if in_this_mode(key.action, replaying)]
 
 
 def _covers(action: str, situation: Situation) -> bool:
