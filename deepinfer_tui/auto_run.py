@@ -64,6 +64,8 @@ class AutoRun:
     def tick(self) -> None:
         """One timer tick: step a round, or wait, or stop (and say why when it is not done)."""
         host = self._host
+        if self._timer is None:
+            return  # stopped: a tick already on its way does nothing
         if host.closing:
             self.stop()
             return
