@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,3 +192,10 @@ def test_a_refused_key_ignores_the_screens_the_app_checks_itself() -> None:
 
 def test_every_debugger_action_has_a_key() -> None:
     assert {key.action for key in KEYS} >= DEBUGGER_ACTIONS
+
+
+@pytest.mark.parametrize("module", ["deepinfer_tui.availability", "deepinfer_tui.bindings"])
+def test_the_policy_loads_no_textual(module: str) -> None:
+    code = f"import sys, {module}; print(sorted({{m.split('.')[0] for m in sys.modules}}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "'textual'" not in out.stdout and "'deepinfer_tui'" in out.stdout
