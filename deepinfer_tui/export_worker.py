@@ -5,7 +5,7 @@ ctrl+s saves the screen as an SVG. `ExportActions` is a mixin of `DebuggerApp`.
 
 from __future__ import annotations
 
-from functools import partial
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -23,11 +23,18 @@ if TYPE_CHECKING:
 EXPORT_WORKER = "export"
 
 
-def start_export(host: DOMNode, session: Session, directory: Path) -> Worker[list[Path]]:
-    """Write every export of `session` into `directory` on a thread owned by `host` (Textual
-    cancels it with its owner; one export at a time)."""
+def start_export(
+    host: DOMNode, session: Callable[[], Session], directory: Path
+) -> Worker[list[Path]]:
+    """Write every export of `session()` into `directory` on a thread owned by `host` (Textual
+    cancels it with its owner; one export at a time). `session` is called on the thread: a
+    replay's frame is re-executed there, not on the event loop."""
+
+    def export() -> list[Path]:
+        return export_all(session(), directory)
+
     return host.run_worker(
-        partial(export_all, session, directory),
+        export,
         name=EXPORT_WORKER,
         group=EXPORT_WORKER,
         exit_on_error=False,
@@ -78,8 +85,11 @@ class ExportActions:
         self._refresh_bindings_if_changed()
         # A trace being viewed exports the frame on screen, not the end of the trace.
         replay = self.replay
-        session = self._session if replay is None else replay.session_at(replay.position)
-        start_export(self, session, self.export_dir)
+        if replay is None:
+            start_export(self, lambda: self._session, self.export_dir)
+        else:
+            position = replay.position
+            start_export(self, lambda: replay.session_at(position), self.export_dir)
 
     def on_worker_state_changed(self: DebuggerApp, event: Worker.StateChanged) -> None:
         if not is_export(event.worker) or not event.worker.is_finished:
