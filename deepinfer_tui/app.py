@@ -320,15 +320,14 @@ class DebuggerApp(LiveActions, ExportActions, App[None]):
     def on_notify(self, event: Notify) -> None:
         """A notification already on screen is replaced, not stacked (see `toasts`). Runs
         before App adds the new one."""
-        new = event.notification
-        if not self._toasts.repeats(new):
-            self._toasts.add(new)
+        arrival = self._toasts.arrived(event.notification)
+        if arrival.show:
             return
-        event.prevent_default()  # shown again below, after the others
-        again = self._toasts.reshown(new)
-        self.clear_notifications()
-        for notification in again:
-            self.post_message(Notify(notification))
+        event.prevent_default()
+        if arrival.reshow:
+            self.clear_notifications()
+            for notification in arrival.reshow:
+                self.post_message(Notify(notification))
 
     # -- replay actions -----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from time import time
 
 from textual.notifications import Notification
 
@@ -135,28 +136,45 @@ def test_the_collector_threshold_is_raised_while_the_app_runs_and_restored() -> 
     assert gc.get_threshold() == before
 
 
-def note(message: str, timeout: float = 5) -> Notification:
-    return Notification(message, "Not now", "warning", timeout)
+def note(message: str, timeout: float = 5, age: float = 0.0) -> Notification:
+    return Notification(message, "Not now", "warning", timeout, raised_at=time() - age)
 
 
 def test_a_repeated_toast_moves_to_the_newest_and_the_others_keep_their_order() -> None:
     toasts = Toasts()
     for message in ("a", "b", "c"):
-        toasts.add(note(message))
-    repeat = note("a")
-    assert toasts.repeats(repeat) and not toasts.repeats(note("d"))
-    again = toasts.reshown(repeat)
-    assert [n.message for n in again] == ["b", "c", "a"]
-    assert all(0 < n.timeout <= 5 for n in again)
-    assert not toasts.repeats(repeat)  # forgotten until they are shown again
+        assert toasts.arrived(note(message, age=1.0)).show
+    arrival = toasts.arrived(note("a"))
+    assert not arrival.show
+    assert [n.message for n in arrival.reshow] == ["b", "c", "a"]
+    b, c, a = arrival.reshow
+    assert 3.5 < b.timeout < 4.5 and 3.5 < c.timeout < 4.5  # the time they had left
+    assert a.timeout == 5  # the repeat: its full time
+    assert all(toasts.arrived(n).show for n in arrival.reshow)  # the copies arrive: shown
+
+
+def test_a_burst_of_repeats_ends_in_one_toast_with_the_last_ones_time() -> None:
+    """Under load the copies posted for one repeat arrive after the next repeats: the older
+    copies are dropped, so the toast shown is the last repeat's, with its full time (an
+    early copy kept the first press's expiry and vanished while the key was still refused)."""
+    toasts = Toasts()
+    assert toasts.arrived(note("nothing to undo", timeout=3, age=2.9)).show
+    first = toasts.arrived(note("nothing to undo", timeout=3, age=2.0))
+    last = toasts.arrived(note("nothing to undo", timeout=3))  # before `first`'s copy came
+    (early,) = first.reshow
+    (kept,) = last.reshow
+    assert not toasts.arrived(early).show  # superseded on its way
+    assert toasts.arrived(kept).show and kept.timeout == 3
+    assert not toasts.arrived(note("nothing to undo")).show  # still one on screen
 
 
 def test_an_expired_toast_is_not_a_repeat_and_is_not_shown_again() -> None:
     toasts = Toasts()
-    toasts.add(note("gone", timeout=0))
-    toasts.add(note("kept"))
-    assert not toasts.repeats(note("gone"))
-    assert [n.message for n in toasts.reshown(note("kept"))] == ["kept"]
+    assert toasts.arrived(note("gone", timeout=1, age=2)).show
+    assert toasts.arrived(note("kept")).show
+    assert toasts.arrived(note("gone")).show  # not a repeat: the first one has expired
+    arrival = toasts.arrived(note("kept"))
+    assert [n.message for n in arrival.reshow] == ["gone", "kept"]
 
 
 def test_the_undo_notice_names_what_went_and_says_auto_run_paused() -> None:
