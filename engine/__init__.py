@@ -2,6 +2,7 @@
 
 from .config import EngineConfig, RequestError, Result
 from .engine import MAX_REQUEST_ID_LENGTH, Engine, check_request_id, label_problem
+from .kv import pool_blocks
 from .model import State, TinyModel, make_draft
 from .reference import greedy_generate
 
@@ -17,4 +18,5 @@ __all__ = [
     "greedy_generate",
     "label_problem",
     "make_draft",
+    "pool_blocks",
 ]

@@ -33,7 +33,7 @@ from .draft import (
     select_nodes,
     top_children,
 )
-from .kv import BlockPool
+from .kv import BlockPool, pool_blocks
 from .model import State, TinyModel, is_integer, length_groups
 from .rows import BatchContext, FinishedRows, RowBatchItem, Rows, Stored
 
@@ -65,6 +65,8 @@ class Request:
     final: FinishedRows | None = None  # what committed_state reads, copied out at finish
     preemptions: int = 0
     hashed: int = 0  # leading blocks whose prefix hash is set
+    # The models' identities its KV and generated tokens came from (None: nothing computed).
+    identities: dict[str, str] | None = None
     # The table this map was made for, and the slot of every position it covers (an int: the
     # first slot, when the blocks are consecutive). Rebuilt only when the table changes.
     slot_map: tuple[list[int], np.ndarray | int] | None = None
@@ -220,11 +222,13 @@ class Engine:
         if draft is not None and not self.draft_reads_target:
             self.kv_models["draft"] = draft
         self.pool = BlockPool(
-            self.kv_models, num_blocks=self.config.num_blocks, block_size=self.config.block_size
+            self.kv_models,
+            num_blocks=pool_blocks(self.config, self.target, draft),
+            block_size=self.config.block_size,
         )
         self.cache = PrefixCache(capacity=self.config.cache_capacity)
         self.requests: dict[str, Request] = {}
-        self._order: list[str] = []  # finish order, for run()'s delivery
+        self._order: list[str] = []  # finish order (run() delivers in submission order)
         self._delivered: set[str] = set()
         self._queue: deque[str] = deque()
         self._history: deque[_Checkpoint] = deque()
@@ -238,6 +242,8 @@ class Engine:
         self._serial = next(_ENGINE_SERIALS)
         self._rewrites = 0
         self._admissions = 0
+        # The models' identities at the last check for replaced weights (None: check again).
+        self._checked_identities: dict[str, str] | None = None
         self.trace: list[Event] = []
         self.tick = 0
         self.counters = dict.fromkeys(
@@ -311,10 +317,11 @@ class Engine:
             raise ValueError(f"request_id {request_id!r} is already in use")
         positions = len(tokens) + max_tokens
         blocks = -(-positions // self.config.block_size)
-        if blocks > self.config.num_blocks:
+        if blocks > self.pool.num_blocks:
+            setting = "num_blocks" if self.config.num_blocks else "kv_cache_memory_mib"
             raise ValueError(
                 f"request needs {blocks} blocks ({len(tokens)} prompt + {max_tokens} new "
-                f"positions) but the pool has only {self.config.num_blocks}"
+                f"positions) but the pool has only {self.pool.num_blocks}: raise {setting}"
             )
         request = Request(request_id, tokens, max_tokens, eos_id, list(tokens))
         self.requests[request_id] = request
@@ -337,14 +344,18 @@ class Engine:
         return self._result(request)
 
     def run(self, *, max_steps: int | None = None, raise_on_error: bool = True) -> list[Result]:
-        """Step until idle; return results not returned before (each delivered once)."""
+        """Step until idle; return the results not returned before (each delivered once), in
+        the order their requests were submitted."""
         if max_steps is not None and (not is_integer(max_steps) or max_steps < 0):
             raise ValueError(f"max_steps must be None or a non-negative integer, got {max_steps!r}")
         steps = 0
         while self._queue and (max_steps is None or steps < max_steps):
             self.step()
             steps += 1
-        fresh = [key for key in self._order if key not in self._delivered]
+        # Submission order (the order of `requests`), as vLLM's LLM.generate and the reference
+        # return them, so results pair with their prompts; step()'s events keep real order.
+        finished = set(self._order)
+        fresh = [key for key in self.requests if key in finished and key not in self._delivered]
         self._delivered.update(fresh)
         results = [self._result(self.requests[key]) for key in fresh]
         if raise_on_error and any(r.finish_reason == "error" for r in results):
@@ -430,8 +441,6 @@ class Engine:
                 if resident >= self.config.max_active:
                     continue
                 resident += 1
-            if request.remaining <= 0:
-                continue  # finished on admission, without a place in the batch
             taken += 1
             missing = {
                 role: len(request.tokens)
@@ -446,6 +455,11 @@ class Engine:
     def committed_state(self, request_id: str) -> State:
         """The request's committed arrays, comparable with the oracle's `.state`."""
         request = self._get(request_id)
+        if request.identities is not None and request.identities != self._identities():
+            raise ValueError(
+                f"request {request_id!r} computed its rows with weights since replaced: its "
+                "committed state would need a forward of the old model"
+            )
         tokens = tuple(request.tokens)
         n = len(tokens)
         if request.final is not None:
@@ -454,6 +468,8 @@ class Engine:
         else:
             cursor = min(self._cursor(request, "target")) if request.table else 0
             stored = self._rows(request, "target", 0, cursor)
+        if cursor == n:  # a zero-token request computed every row of its prompt
+            return self.target.state_of(tokens, stored)
         window = self.target.window
         local_start = max(0, cursor - window + 1, request.consumer_from)
         item = RowBatchItem(
@@ -494,6 +510,7 @@ class Engine:
                 request.status, request.finish_reason, request.error = "queued", None, None
                 request.final = None
                 request.restore = None  # it holds no rows: the next admission restores afresh
+                self._checked_identities = None  # its tokens may predate a weight change
                 self._order.remove(request_id)
                 self._delivered.discard(request_id)
                 self._queue.append(request_id)
@@ -560,7 +577,7 @@ class Engine:
             "acceptance": metrics["drafts"]["accepted"] / verified if verified else None,
             "queue": list(self._queue),
             "pool": {
-                "num_blocks": self.config.num_blocks,
+                "num_blocks": self.pool.num_blocks,
                 "block_size": self.config.block_size,
                 "blocks": pool_blocks,
             },
@@ -705,6 +722,7 @@ class Engine:
         self._round_context = None
         self.tick += 1
         now = self.now()
+        self._fail_stale_requests(now)
         for entry in self.cache.expire(now):
             self._drop_entry(entry, "expired")
         batch = self._admit(now)
@@ -720,6 +738,31 @@ class Engine:
         if not plans:
             return
         self._verify_and_commit(plans, now)
+
+    def _identities(self) -> dict[str, str]:
+        return {role: model.identity for role, model in self.models.items()}
+
+    def _fail_stale_requests(self, now: float) -> None:
+        """A model whose weights were replaced never extends KV or tokens computed with the
+        old ones: such requests fail, and cached prefixes of the old weights are dropped
+        (their keys could never match again). Requests that computed nothing yet go on."""
+        current = self._identities()
+        if current == self._checked_identities:
+            return  # the usual round: nothing changed since the last check
+        for request_id in list(self._queue):
+            request = self.requests[request_id]
+            if request.identities is None or request.identities == current:
+                continue
+            changed = ", ".join(
+                f"the {role} model's weights changed (identity {old} -> {current[role]})"
+                for role, old in request.identities.items()
+                if current[role] != old
+            )
+            self._finish(request, "error", f"{changed} after this request's KV was computed")
+        key = self._cache_key()
+        for entry in self.cache.remove_other_keys(key):
+            self._drop_entry(entry, "model changed")
+        self._checked_identities = current
 
     def _batch_cap(self) -> int:
         cap = min(self.config.max_active, self.config.max_batch_tokens)
@@ -751,19 +794,14 @@ class Engine:
                     continue
                 resident += 1
             if request.admitted == 0:
-                self._restore_prefix(request, now, computes=request.remaining > 0)
+                self._restore_prefix(request, now)
             request.status = "running"
-            if request.remaining <= 0:
-                self._finish(request, "length")
-                continue
-            batch.append(request)
+            batch.append(request)  # a zero-token request too: it computes its prompt
         self._queue.extendleft(reversed(waiting))
         return batch
 
-    def _restore_prefix(self, request: Request, now: float, *, computes: bool = True) -> None:
-        """Attach the longest usable cached prefix to a request that holds no rows. One that
-        does not `compute` (it has nothing to generate) finishes at admission: its restore
-        counts no rows."""
+    def _restore_prefix(self, request: Request, now: float) -> None:
+        """Attach the longest usable cached prefix to a request that holds no rows."""
         self._admissions += 1
         request.admitted = self._admissions
         request.fresh = True
@@ -775,6 +813,8 @@ class Engine:
             blocks = found.entry.blocks[: -(-reused // self.config.block_size)]
             self.pool.hold(blocks)
             request.table = list(blocks)
+            if request.identities is None:  # its rows now come from these weights
+                request.identities = self._identities()
         consumer = reused if found.cache == "hot" else 0
         request.cursors = {role: [reused, consumer] for role in self.kv_models}
         n = len(request.tokens)
@@ -788,8 +828,6 @@ class Engine:
         self._hash_full_blocks(request, min(request.cursors["target"]))
         self.counters[found.cache] += 1
         encoder, consumer = request.cursors["target"]
-        if not computes:
-            encoder, consumer = n, n
         request.restore = {
             "cache": found.cache,
             "reused_positions": reused,
@@ -1305,7 +1343,11 @@ class Engine:
         remaining = request.remaining  # before this round's tokens
         new_tokens = new_tokens[:remaining]
         request.tokens.extend(new_tokens)
-        cursor = len(request.tokens) - 1  # every row before the new pending token is computed
+        if request.identities is None:  # its first computed rows
+            request.identities = self._identities()
+        # Every row before the new pending token is computed; a zero-token request commits
+        # nothing, and every row of its prompt (the last one too) is computed.
+        cursor = len(request.tokens) - 1 if new_tokens else n
         request.cursors["target"] = [cursor, cursor]
         self._commit_draft(plan, decision.path, cursor)
         accepted = len(decision.path)
@@ -1506,6 +1548,7 @@ class Engine:
     def _after_rewind(self) -> None:
         """After undo or an aborted round: blocks the checkpoint saw as retained for history
         that no longer exists (it was trimmed for space meanwhile) become free again."""
+        self._checked_identities = None  # restored requests may predate a weight change
         self._resume_retention()
         needed = {b for c in self._history for b in c.released_after}
         pool = self.pool
