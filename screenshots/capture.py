@@ -21,7 +21,7 @@ from deepinfer_tui.app import DebuggerApp  # noqa: E402
 from deepinfer_tui.export import write_atomically  # noqa: E402
 from deepinfer_tui.scenario import default_scenario  # noqa: E402
 from deepinfer_tui.session import Session  # noqa: E402
-from deepinfer_tui.tour import SHOTS, Moment  # noqa: E402
+from tests.app.tour import SHOTS, Moment  # noqa: E402
 
 
 async def capture(name: str, moment: Moment, size: tuple[int, int], out: Path) -> Path:

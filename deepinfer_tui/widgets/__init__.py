@@ -1,4 +1,5 @@
-"""The debugger's panes; each renders from a `View` and never touches the engine."""
+"""The debugger's panes; each renders from a `View` and never touches the engine. The helpers
+that make them fast are in `render/`."""
 
 from .blocks import BlockMap
 from .commit_log import CommitLog

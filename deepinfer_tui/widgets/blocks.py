@@ -17,7 +17,7 @@ from textual.visual import Visual, visualize
 from ..describe import format_blocks, format_tokens, plural
 from ..legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
 from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
-from .quiet import refresh_rows, set_scroll_extent
+from .render.quiet import refresh_rows, set_scroll_extent
 from .view import RequestView, View
 
 
@@ -33,18 +33,43 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
     while it is unchanged (a round changes a few lines: the heading, the last block)."""
     snapshot = view.snapshot
     pool = snapshot.get("pool", {})
-    block_size = int(pool.get("block_size", 1))
     vocab = int(snapshot.get("models", {}).get("target", {}).get("vocab_size", 100))
     digits = len(str(max(vocab - 1, 0)))
     id_width = len(str(max(int(pool.get("num_blocks", 1)) - 1, 0))) + 1
     committed = int(request.get("committed_positions", 0))
-    window_start, window_stop = request.get("window", [0, 0])
+    window = range(*request.get("window", [0, 0]))
     commit = _this_round(request, view.tick)
     rolled_back: set[int] = set()
     if commit:
         rolled_back = {p for p in commit.get("speculative_positions", []) if p >= committed}
 
-    lines: list[Text] = []
+    lines = [_heading(request, committed, window)]
+    restore = request.get("restore")
+    if restore:
+        lines.append(_restore_line(restore))
+    blocks = request.get("blocks", [])
+    if not blocks:
+        for reason in _no_blocks_reason(request, view):
+            lines.append(Text().append(reason, style="italic"))
+    for block in blocks:
+        lines.append(_block_line(block, digits, id_width, window, rolled_back))
+    block_size = int(pool.get("block_size", 1))
+    for block_id in request.get("dropped_blocks", []):
+        lines.append(_dropped_line(block_id, digits, id_width, block_size))
+    for event in view.events_this_tick(str(request["id"]), "rollback"):
+        text = Text()
+        text.append(f"rolled back {format_tokens(event.get('removed', []))}", style="bold yellow")
+        freed = event.get("freed_blocks", [])
+        if freed:
+            text.append(" · freed " + format_blocks(freed), style="yellow")
+        lines.append(text)
+    if commit:
+        lines.append(_commit_line(commit))
+    lines[-1].rstrip()
+    return lines
+
+
+def _heading(request: RequestView, committed: int, window: range) -> Text:
     text = Text()
     mark = status_mark(request)
     text.append(f"{request['id']} ", style="bold")
@@ -54,71 +79,66 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
     else:
         # The pending token in brackets, as tokens are shown everywhere: not a count.
         text.append(f" · {committed} in KV · pending [{request.get('pending_token')}]")
-    if window_stop > window_start:
+    if window:
         text.append(" · window ")
-        text.append(f"‹{window_start}–{window_stop - 1}›", style=SLOT_MARKS["window"].style)
-    lines.append(text)
-    restore = request.get("restore")
-    if restore:
-        text = Text()
-        kind = restore["cache"]
-        text.append(f"restore {kind}", style=CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
-        text.append(f": reused {restore['reused_positions']}, computed {restore['encoder_rows']}")
-        text.append(f" ({restore['reason']})", style="bright_black")
-        lines.append(text)
+        text.append(f"‹{window.start}–{window.stop - 1}›", style=SLOT_MARKS["window"].style)
+    return text
 
-    blocks = request.get("blocks", [])
-    if not blocks:
-        for reason in _no_blocks_reason(request, view):
-            lines.append(Text().append(reason, style="italic"))
-    for block in blocks:
-        text = Text()
-        first = int(block["first_position"])
-        text.append(f"#{block['id']}".ljust(id_width + 1))
-        text.append("[")
-        for offset, token in enumerate(block["slots"]):
-            position = first + offset
-            if token is None:
-                symbol = "×" if position in rolled_back else "·"
-                style = SLOT_MARKS["rolled_back" if position in rolled_back else "empty"].style
-                text.append(f" {symbol:>{digits}} ", style=style)
-            elif window_start <= position < window_stop:
-                text.append(f"‹{token:>{digits}}›", style="bold underline")
-            else:
-                text.append(f" {token:>{digits}} ")
-        text.append("]")
-        state = BLOCK_MARKS.get(block["state"], BLOCK_MARKS["committed"])
-        text.append(f" ref {block['refcount']} ")
-        text.append(f"{state.symbol} {block['state']}", style=state.style)
-        lines.append(text)
-    empty_slots = " " + " ".join("×".rjust(digits + 1) for _ in range(block_size)) + " "
-    for block_id in request.get("dropped_blocks", []):
-        text = Text()
-        text.append(f"#{block_id}".ljust(id_width + 1))
-        text.append(f"[{empty_slots[1:]}]", style=BLOCK_MARKS["dropped"].style)
-        text.append(" ref 0 ")
-        text.append("× dropped", style=BLOCK_MARKS["dropped"].style)
-        text.append(" (rolled back this round)")
-        lines.append(text)
-    for event in view.events_this_tick(str(request["id"]), "rollback"):
-        text = Text()
-        text.append(f"rolled back {format_tokens(event.get('removed', []))}", style="bold yellow")
-        freed = event.get("freed_blocks", [])
-        if freed:
-            text.append(" · freed " + format_blocks(freed), style="yellow")
-        lines.append(text)
-    if commit:
-        text = Text()
-        text.append(
-            f"round {commit['round']}: verified {commit['verified']}, "
-            f"accepted {commit['accepted']}, committed {len(commit['tokens'])} "
-            f"({commit['outcome']})"
-        )
-        if commit.get("rolled_back_positions"):
-            text.append(f", rolled back {commit['rolled_back_positions']}", style="red")
-        lines.append(text)
-    lines[-1].rstrip()
-    return lines
+
+def _restore_line(restore: Mapping[str, Any]) -> Text:
+    text = Text()
+    kind = restore["cache"]
+    text.append(f"restore {kind}", style=CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
+    text.append(f": reused {restore['reused_positions']}, computed {restore['encoder_rows']}")
+    text.append(f" ({restore['reason']})", style="bright_black")
+    return text
+
+
+def _block_line(
+    block: Mapping[str, Any], digits: int, id_width: int, window: range, rolled_back: set[int]
+) -> Text:
+    text = Text()
+    first = int(block["first_position"])
+    text.append(f"#{block['id']}".ljust(id_width + 1))
+    text.append("[")
+    for offset, token in enumerate(block["slots"]):
+        position = first + offset
+        if token is None:
+            symbol = "×" if position in rolled_back else "·"
+            style = SLOT_MARKS["rolled_back" if position in rolled_back else "empty"].style
+            text.append(f" {symbol:>{digits}} ", style=style)
+        elif position in window:
+            text.append(f"‹{token:>{digits}}›", style="bold underline")
+        else:
+            text.append(f" {token:>{digits}} ")
+    text.append("]")
+    state = BLOCK_MARKS.get(block["state"], BLOCK_MARKS["committed"])
+    text.append(f" ref {block['refcount']} ")
+    text.append(f"{state.symbol} {block['state']}", style=state.style)
+    return text
+
+
+def _dropped_line(block_id: int, digits: int, id_width: int, block_size: int) -> Text:
+    empty_slots = " ".join("×".rjust(digits + 1) for _ in range(block_size)) + " "
+    text = Text()
+    text.append(f"#{block_id}".ljust(id_width + 1))
+    text.append(f"[{empty_slots}]", style=BLOCK_MARKS["dropped"].style)
+    text.append(" ref 0 ")
+    text.append("× dropped", style=BLOCK_MARKS["dropped"].style)
+    text.append(" (rolled back this round)")
+    return text
+
+
+def _commit_line(commit: Mapping[str, Any]) -> Text:
+    text = Text()
+    text.append(
+        f"round {commit['round']}: verified {commit['verified']}, "
+        f"accepted {commit['accepted']}, committed {len(commit['tokens'])} "
+        f"({commit['outcome']})"
+    )
+    if commit.get("rolled_back_positions"):
+        text.append(f", rolled back {commit['rolled_back_positions']}", style="red")
+    return text
 
 
 def _no_blocks_reason(request: RequestView, view: View) -> list[str]:

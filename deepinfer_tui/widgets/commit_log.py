@@ -23,8 +23,8 @@ from textual.strip import Strip
 
 from ..describe import describe, plural
 from ..session import log_still_holds
-from .quiet import scrollbar_held, set_scroll_extent, set_scrollbar
-from .repaint_style import StyleOncePerRepaint
+from .render.quiet import scrollbar_held, set_scroll_extent, set_scrollbar
+from .render.repaint_style import StyleOncePerRepaint
 from .view import Event, View
 
 KIND_STYLES: dict[str, str] = {

@@ -16,8 +16,8 @@ from textual.widgets.tree import TreeNode
 
 from ..describe import format_tokens
 from ..legend import VERDICT_MARKS
-from .quiet import RefreshesHeld, refresh_rows
-from .repaint_style import StyleOncePerRepaint
+from .render.quiet import RefreshesHeld, refresh_rows
+from .render.repaint_style import StyleOncePerRepaint
 from .view import RequestView, View
 
 Node = Mapping[str, Any]

@@ -14,9 +14,9 @@ from rich.text import Text
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from ..legend import CACHE_MARKS, status_mark
-from .keyed_table import ContentKeyedDataTable
-from .quiet import RefreshesHeld, refresh_rows
-from .row_order import StableRowOrder
+from .render.keyed_table import ContentKeyedDataTable
+from .render.quiet import RefreshesHeld, refresh_rows
+from .render.row_order import StableRowOrder
 from .view import View
 
 # (key, header) in display order.

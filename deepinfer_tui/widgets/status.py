@@ -11,7 +11,7 @@ from textual.widgets import Static
 from ..legend import BLOCK_MARKS, STATUS_MARKS
 from ..parsing import clip
 from ..session import log_still_holds
-from .quiet import update_static
+from .render.quiet import update_static
 from .view import Event, View
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -98,30 +98,51 @@ _Piece = tuple[str, str, str]
 def render_status(view: View, committed: Sequence[int], width: int | None = None) -> Text:
     """The header's two lines, each fitted to `width` cells (None: as wide as it needs);
     `committed`: tokens per round for the sparkline."""
-    snapshot = view.snapshot
-    metrics = snapshot.get("metrics", {})
-    counts = metrics.get("requests", {})
-    blocks = metrics.get("blocks", {})
-    session = snapshot.get("session", {})
+    text = Text()  # each line fits; a replay's divergence wraps below them
+    text.append_text(_fit(_first_line(view), width))
+    text.append("\n")
+    # The short forms leave the sparkline at least SPARK_MIN_WIDTH rounds where they can.
+    line = _fit(_second_line(view), None if width is None else width - SPARK_MIN_WIDTH, width)
+    room = SPARK_WIDTH if width is None else min(SPARK_WIDTH, width - line.cell_len)
+    if room > 0:
+        line.append(sparkline(committed, room) or "·", style="bold green")
+    text.append_text(line)
+    if view.replay is not None and view.replay.divergence:
+        # One row, cut to the width: the panes keep the screen (replay --check prints it whole).
+        warning = f" ⚠ diverged: {view.replay.divergence}"
+        text.append("\n")
+        text.append_text(_fit([(warning, warning, "bold red")], width))
+    return text
 
-    first: list[_Piece] = []
+
+def _mode_pieces(view: View) -> list[_Piece]:
+    """Replay or live, and what a live session is doing (computing, auto-running)."""
     if view.replay is not None:
         replay = view.replay
-        first.append((" ⏮ replay ", " ⏮ replay ", "bold reverse magenta"))
         frame = f"frame {replay.index + 1}/{replay.count}"
-        first.append((f" read-only · {frame}", f" {frame}", "bold magenta"))
-        first.append((f" {replay.label} ·", f" {clip(replay.label, 32)} ·", "magenta"))
-    else:
-        first.append((" ● live ", " ● live ", "bold reverse green"))
-        if view.computing is not None:
-            computing = view.computing
-            long = f" ◷ computing round {computing.round} · {computing.positions:,} positions ·"
-            first.append((long, f" ◷ round {computing.round} ·", "bold yellow"))
-        if view.auto_waiting is not None:
-            waits = f" ⏸ auto · waits for {view.auto_waiting} ·"
-            first.append((waits, " ⏸ auto ·", "bold yellow"))
-        elif view.auto_running:
-            first.append((" ▶ auto ·", " ▶ auto ·", "bold green"))
+        return [
+            (" ⏮ replay ", " ⏮ replay ", "bold reverse magenta"),
+            (f" read-only · {frame}", f" {frame}", "bold magenta"),
+            (f" {replay.label} ·", f" {clip(replay.label, 32)} ·", "magenta"),
+        ]
+    pieces: list[_Piece] = [(" ● live ", " ● live ", "bold reverse green")]
+    if view.computing is not None:
+        computing = view.computing
+        long = f" ◷ computing round {computing.round} · {computing.positions:,} positions ·"
+        pieces.append((long, f" ◷ round {computing.round} ·", "bold yellow"))
+    if view.auto_waiting is not None:
+        waits = f" ⏸ auto · waits for {view.auto_waiting} ·"
+        pieces.append((waits, " ⏸ auto ·", "bold yellow"))
+    elif view.auto_running:
+        pieces.append((" ▶ auto ·", " ▶ auto ·", "bold green"))
+    return pieces
+
+
+def _first_line(view: View) -> list[_Piece]:
+    snapshot = view.snapshot
+    counts = snapshot.get("metrics", {}).get("requests", {})
+    session = snapshot.get("session", {})
+    first = _mode_pieces(view)
     scenario = session.get("scenario")
     if scenario:
         first.append((f" {scenario} ·", f" {clip(scenario, 24)} ·", "bold"))
@@ -137,7 +158,13 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
     first.append((f"{done} done", done, "blue"))
     if session.get("finished"):
         first.append((" · scenario complete", " · complete", "bold blue"))
+    return first
 
+
+def _second_line(view: View) -> list[_Piece]:
+    snapshot = view.snapshot
+    metrics = snapshot.get("metrics", {})
+    blocks = metrics.get("blocks", {})
     second: list[_Piece] = [(" blocks ", " ", "")]
     # A partition of the pool, so the counts add up to the total ("used" counts the first three).
     parts = {
@@ -155,24 +182,9 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
     acceptance = snapshot.get("acceptance")
     accept = "—" if acceptance is None else f"{acceptance:.0%}"
     second.append((f" · accept {accept}", f" · acc {accept}", ""))
-    tokens = counts.get("committed_tokens", 0)
+    tokens = metrics.get("requests", {}).get("committed_tokens", 0)
     second.append((f" · committed {tokens} ", f" · tok {tokens} ", ""))
-
-    text = Text()  # each line fits; a replay's divergence wraps below them
-    text.append_text(_fit(first, width))
-    text.append("\n")
-    # The short forms leave the sparkline at least SPARK_MIN_WIDTH rounds where they can.
-    line = _fit(second, None if width is None else width - SPARK_MIN_WIDTH, width)
-    room = SPARK_WIDTH if width is None else min(SPARK_WIDTH, width - line.cell_len)
-    if room > 0:
-        line.append(sparkline(committed, room) or "·", style="bold green")
-    text.append_text(line)
-    if view.replay is not None and view.replay.divergence:
-        # One row, cut to the width: the panes keep the screen (replay --check prints it whole).
-        warning = f" ⚠ diverged: {view.replay.divergence}"
-        text.append("\n")
-        text.append_text(_fit([(warning, warning, "bold red")], width))
-    return text
+    return second
 
 
 def _fit(pieces: list[_Piece], width: int | None, limit: int | None = None) -> Text:

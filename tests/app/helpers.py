@@ -21,6 +21,15 @@ def make_app(**options: Any) -> DebuggerApp:
     return DebuggerApp(Session(default_scenario()), **options)
 
 
+def long_running_app() -> DebuggerApp:
+    """Auto-run cannot reach the end of this session during a test (a round every 10 ms)."""
+    session = Session(default_scenario().with_overrides(num_blocks=200))
+    session.submit([1, 2, 3], max_tokens=500)
+    app = DebuggerApp(session)
+    app.AUTO_RUN_INTERVAL = 0.01
+    return app
+
+
 def messages(app: DebuggerApp) -> list[str]:
     return [n.message for n in app._notifications]
 
@@ -53,3 +62,18 @@ async def wait_until(
             return True
         await pilot.pause(step)
     return condition()
+
+
+def footer_keys(app: DebuggerApp) -> list[tuple[str, str]]:
+    """(key, description) of each footer key drawn on the screen on top, on its last row."""
+    bottom = app.screen.size.height - 1
+    return [
+        (key.key, key.description)
+        for key in app.screen.query("FooterKey")
+        if key.display and key.region.width and key.region.y == bottom
+    ]
+
+
+def generated(app: DebuggerApp, request_id: str) -> int:
+    (view,) = [r for r in app.session.snapshot()["requests"] if r["id"] == request_id]
+    return len(view["generated"])

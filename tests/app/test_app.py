@@ -17,8 +17,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input
 
-from deepinfer_tui import tour
-from deepinfer_tui.app import GC_PAUSE_LIMIT, DebuggerApp
+from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.collector import GC_PAUSE_LIMIT
 from deepinfer_tui.describe import describe
 from deepinfer_tui.legend import BLOCK_MARKS, STATUS_MARKS
 from deepinfer_tui.scenario import default_scenario, parse_scenario
@@ -28,6 +28,7 @@ from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar
 from deepinfer_tui.widgets.view import View
+from tests.app import tour
 from tests.app.helpers import make_app, messages, shown_lines, wait_until
 
 SIZE = (120, 40)
@@ -653,7 +654,7 @@ async def test_garbage_collection_comes_back_when_a_screen_swallows_the_frame() 
             while len(app.screen_stack) > 1:
                 await pilot.press("escape")
         await pilot.pause(GC_PAUSE_LIMIT + 0.2)
-        assert gc.isenabled() and not app._gc_paused
+        assert gc.isenabled() and not app.collector.paused
     assert gc.isenabled()
 
 

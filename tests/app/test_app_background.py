@@ -15,9 +15,9 @@ import pytest
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.session import Session
-from deepinfer_tui.tour import WIDE
 from deepinfer_tui.widgets import StatusBar
 from tests.app.helpers import make_app, messages, wait_until
+from tests.app.tour import WIDE
 from tests.engine.helpers import strip_clock
 
 SIZE = (120, 40)

@@ -14,7 +14,7 @@ from typing import Any
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.session import Session
-from deepinfer_tui.tour import SMALL, WIDE, cancel, speculation, warm
+from tests.app.tour import SMALL, WIDE, cancel, speculation, warm
 
 
 def make_app() -> DebuggerApp:

@@ -9,7 +9,7 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
-from deepinfer_tui.widgets.row_order import HOOKABLE, StableRowOrder
+from deepinfer_tui.widgets.render.row_order import HOOKABLE, StableRowOrder
 
 COLUMNS = ("name", "count")
 

@@ -20,9 +20,8 @@ table falls back to plain DataTable rendering (slower, still right).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Hashable
-from typing import Any, NamedTuple
+from typing import Any
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -33,80 +32,22 @@ from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist, CellType, ColumnKey, RowKey
+from textual.widgets.data_table import CellDoesNotExist, CellType, RowKey
 
+from .keyed_parts import (
+    LINE_ATTRIBUTES,
+    LINES_HOOKABLE,
+    RENDER_CELL_HOOKABLE,
+    SMALL_CACHE,
+    STYLES_HOOKABLE,
+    Flags,
+    Line,
+    SegmentLines,
+    Setup,
+    line_crop,
+    text_content,
+)
 from .repaint_style import StyleOncePerRepaint
-
-try:  # DataTable's own line crop, so a cropped line is cut exactly as DataTable cuts it
-    from textual._segment_tools import line_crop
-except ImportError:  # pragma: no cover - depends on the installed Textual
-    line_crop = None  # type: ignore[assignment]
-
-SegmentLines = list[list[Segment]]
-SMALL_CACHE = 256  # entries: a few screens of lines
-
-
-def _parameters(function: Callable[..., Any] | None) -> list[str]:
-    try:
-        return list(inspect.signature(function).parameters) if function else []
-    except (TypeError, ValueError):
-        return []
-
-
-def _hookable(name: str, *parameters: str) -> bool:
-    return _parameters(getattr(DataTable, name, None)) == ["self", *parameters]
-
-
-RENDER_CELL_HOOKABLE = _hookable(
-    "_render_cell", "row_index", "column_index", "base_style", "width", "cursor", "hover"
-)
-STYLES_HOOKABLE = _hookable(
-    "_get_styles_to_render_cell",
-    "is_header_cell",
-    "is_row_label_cell",
-    "is_fixed_style_cell",
-    "hover",
-    "cursor",
-    "show_cursor",
-    "show_hover_cursor",
-    "has_css_foreground_priority",
-    "has_css_background_priority",
-)
-LINES_HOOKABLE = (
-    line_crop is not None
-    and _hookable("_render_line", "y", "x1", "x2", "base_style")
-    and _hookable("_get_offsets", "y")
-    and _hookable("_get_row_style", "row_index", "base_style")
-)
-# Instance attributes the line path reads; DataTable's constructor sets them.
-LINE_ATTRIBUTES = (
-    "_data",
-    "_row_locations",
-    "_labelled_row_exists",
-    "_show_hover_cursor",
-)
-
-
-class _Flags(NamedTuple):
-    """Everything besides content, position and row style that a cell's look depends on."""
-
-    show_cursor: bool
-    show_hover_cursor: bool
-    foreground_priority: str
-    background_priority: str
-    padding: int
-    fixed_rows: int
-    fixed_columns: int
-    pseudo_classes: Hashable
-
-
-class _Setup(NamedTuple):
-    """What every line of one repaint shares."""
-
-    column_keys: tuple[ColumnKey, ...]
-    widths: tuple[int, ...]  # each column's render width, padding included
-    remaining: int  # blank cells right of the last column
-    flags: _Flags
 
 
 class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
@@ -122,7 +63,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         # a position draws the same thing again while what it shows is equal. Plain dicts
         # bounded by the table's size; cheaper than hashing each cell's key into an LRU cache.
         self._cells: dict[tuple[int, int], tuple[tuple[Hashable, ...], SegmentLines]] = {}
-        self._lines: dict[tuple[int, int], tuple[tuple[Hashable, ...], _Line]] = {}
+        self._lines: dict[tuple[int, int], tuple[tuple[Hashable, ...], Line]] = {}
         # Styles by cell position and state (not content): a changed cell's text is new,
         # its styles are those its position had last round.
         self._styles: LRUCache[Hashable, Any] = LRUCache(1024)
@@ -185,13 +126,13 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         base_style: Style,
         cursor_location: Coordinate,
         hover_location: Coordinate,
-    ) -> _Line | None:
+    ) -> Line | None:
         """One line of a row, from a cache keyed on its cells' content; None: not handled.
 
         Handles the tables this app draws (row cursor, no row labels, no fixed columns,
         one-line Text cells); anything else is left to DataTable.
         """
-        setup: _Setup | None = self._memo("setup", self._line_setup)
+        setup: Setup | None = self._memo("setup", self._line_setup)
         if setup is None:
             return None
         row_index = self._row_locations.get(row_key)
@@ -233,11 +174,11 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
             meta = Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
             extend_style = self._styles[style_key] = row_style + component + meta
         cells.append([Segment(" " * setup.remaining, extend_style)])
-        line = _Line(cells)
+        line = Line(cells)
         self._lines[row_index, line_no] = (shows, line)
         return line
 
-    def _line_setup(self) -> _Setup | None:
+    def _line_setup(self) -> Setup | None:
         if (
             self.cursor_type != "row"
             or self.fixed_columns
@@ -246,7 +187,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
             return None
         columns = self.ordered_columns
         widths = tuple(column.get_render_width(self) for column in columns)
-        return _Setup(
+        return Setup(
             column_keys=tuple(column.key for column in columns),
             widths=widths,
             remaining=max(0, self.size.width - sum(widths)),
@@ -254,7 +195,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         )
 
     def _row_content(
-        self, row_key: RowKey, row_index: int, setup: _Setup
+        self, row_key: RowKey, row_index: int, setup: Setup
     ) -> tuple[tuple[Hashable, ...], list[object]] | None:
         """Every cell's content (hashable) and value, in column order; None if any cell is not
         a one-line Text."""
@@ -271,13 +212,13 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
             identity = None
         contents = []
         for value in values:
-            content = _text_content(value)
+            content = text_content(value)
             if content is None:
                 return None
             contents.append((identity, content))
         return tuple(contents), values
 
-    def _row_style(self, row_index: int, base_style: Style, setup: _Setup) -> Style:
+    def _row_style(self, row_index: int, base_style: Style, setup: Setup) -> Style:
         # The header, fixed rows, then zebra parity: all DataTable's row style depends on.
         if row_index == -1:
             kind: Hashable = "header"
@@ -310,9 +251,9 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         content, value = found
         return self._keyed_cell(content, value, *where, self._cell_flags())
 
-    def _cell_flags(self) -> _Flags:
+    def _cell_flags(self) -> Flags:
         """Everything besides content, position and row style that a cell's look depends on."""
-        return _Flags(
+        return Flags(
             self.show_cursor,
             getattr(self, "_show_hover_cursor", False),
             self.cursor_foreground_priority,
@@ -333,7 +274,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         width: int,
         cursor: bool,
         hover: bool,
-        flags: _Flags,
+        flags: Flags,
     ) -> SegmentLines:
         """The cell's lines as last drawn at its position if it shows the same; else new."""
         shows = (content, base_style, width, cursor, hover, flags)
@@ -371,7 +312,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
             if row is None or row.height != 1:
                 return None  # auto-height rows are measured by rendering: leave them alone
             identity = (row_key, column_key)
-        content = _text_content(value)
+        content = text_content(value)
         return None if content is None else ((identity, content), value)
 
     def _render_text_cell(
@@ -383,7 +324,7 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         width: int,
         cursor: bool,
         hover: bool,
-        flags: _Flags,
+        flags: Flags,
     ) -> SegmentLines | None:
         """The segments Rich would give a one-line, single-style Text cell, simplified (equal
         neighbours joined, as DataTable does to each line); None if the cell is not one."""
@@ -440,36 +381,3 @@ class ContentKeyedDataTable(StyleOncePerRepaint, DataTable[CellType]):
         self._cells.clear()
         self._lines.clear()
         self._styles.clear()
-
-
-class _Line:
-    """One drawn line of a row: its cells' segments, joined into one strip."""
-
-    __slots__ = ("starts_visible", "strip")
-
-    def __init__(self, cells: SegmentLines) -> None:
-        segments: list[Segment] = []
-        # Each cell is simplified already, and neighbouring cells never share a style (the
-        # cell's column is in its style's meta); join them anyway if they ever do.
-        joined = False
-        for cell in cells:
-            if cell:
-                if segments and segments[-1].style == cell[0].style:
-                    joined = True
-                segments.extend(cell)
-        self.strip = Strip(Segment.simplify(segments) if joined else segments)
-        # DataTable crops each line, which drops leading zero-width segments.
-        self.starts_visible = bool(segments and segments[0].text)
-
-
-def _text_content(value: object) -> Hashable | None:
-    """What a Text shows, as a hashable value; None for anything else."""
-    if not isinstance(value, Text):
-        return None
-    style = value.style if isinstance(value.style, str) else str(value.style)
-    spans = (
-        tuple((span.start, span.end, str(span.style)) for span in value.spans)
-        if value.spans
-        else ()
-    )
-    return (value.plain, style, spans, value.justify, value.overflow, value.end)

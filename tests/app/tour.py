@@ -1,4 +1,5 @@
-"""Named moments of the default scenario, reached by pressing the debugger's real keys.
+"""Named moments of the default scenario, reached by pressing the debugger's real keys
+(for the tests and `screenshots/capture.py`; not part of the installed package).
 
 The screenshot script and the snapshot tests show the same moments, so both drive the app
 through these functions.
@@ -11,8 +12,8 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from .app import DebuggerApp
-from .widgets import RequestTable
+from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.widgets import RequestTable
 
 Moment = Callable[[Pilot[None]], Awaitable[None]]
 WIDE = (120, 40)

@@ -1,0 +1,128 @@
+"""Files from the app: `e` exports a trace snapshot on a worker thread (the screen stays
+live while it writes; keys that change the session wait for it, and `q` quits after it);
+ctrl+s saves the screen as an SVG. `ExportActions` is a mixin of `DebuggerApp`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from textual.dom import DOMNode
+from textual.notifications import SeverityLevel
+from textual.worker import Worker, WorkerState
+
+from .describe import error_message
+from .export import export_all, free_stem, make_export_folder, safe_name, write_atomically
+from .session import Session
+
+if TYPE_CHECKING:
+    from .app import DebuggerApp
+
+EXPORT_WORKER = "export"
+
+
+def start_export(
+    host: DOMNode, session: Callable[[], Session], directory: Path
+) -> Worker[list[Path]]:
+    """Write every export of `session()` into `directory` on a thread owned by `host` (Textual
+    cancels it with its owner; one export at a time). `session` is called on the thread: a
+    replay's frame is re-executed there, not on the event loop."""
+
+    def export() -> list[Path]:
+        return export_all(session(), directory)
+
+    return host.run_worker(
+        export,
+        name=EXPORT_WORKER,
+        group=EXPORT_WORKER,
+        exit_on_error=False,
+        exclusive=True,
+        thread=True,
+    )
+
+
+def is_export(worker: Worker[object]) -> bool:
+    return worker.name == EXPORT_WORKER
+
+
+Notice = tuple[str, Literal["Exported", "Export"], SeverityLevel]
+
+
+def export_notice(worker: Worker[object], diverged: bool) -> Notice | None:
+    """(message, title, severity) for a finished export; None while it runs or if cancelled.
+    `diverged`: the files come from a replay's re-execution, which differs from its trace."""
+    if worker.state == WorkerState.SUCCESS:
+        result = worker.result
+        paths = list(result) if isinstance(result, list) else []
+        listing = "\n".join(str(p) for p in paths)
+        wrote = f"Wrote {len(paths)} file(s)"
+        if diverged:
+            wrote += (
+                " of this build's re-execution, which differs from the recorded trace "
+                "(see the header)"
+            )
+            return f"{wrote}:\n{listing}", "Exported", "warning"
+        return f"{wrote}:\n{listing}", "Exported", "information"
+    if worker.state == WorkerState.ERROR:
+        error = worker.error
+        reason = error_message(error) if error is not None else "unknown error"
+        return f"Export failed: {reason}", "Export", "error"
+    return None
+
+
+class ExportActions:
+    async def action_quit(self: DebuggerApp) -> None:
+        if self._exporting:  # `e` then `q` at once: the files first, then quit
+            self._quit_after_export = True
+            self.notify("Quitting once the export is written", title="Export")
+            return
+        await super().action_quit()
+
+    def action_export(self: DebuggerApp) -> None:
+        self._exporting = True
+        self._refresh_bindings_if_changed()
+        # A trace being viewed exports the frame on screen, not the end of the trace.
+        replay = self.replay
+        if replay is None:
+            start_export(self, lambda: self._session, self.export_dir)
+        else:
+            position = replay.position
+            start_export(self, lambda: replay.session_at(position), self.export_dir)
+
+    def on_worker_state_changed(self: DebuggerApp, event: Worker.StateChanged) -> None:
+        if not is_export(event.worker) or not event.worker.is_finished:
+            return
+        self._exporting = False
+        if self.closing:
+            return
+        diverged = self.replay is not None and bool(self.replay.divergence)
+        notice = export_notice(event.worker, diverged)
+        if notice is not None:
+            message, title, severity = notice
+            self.notify(message, title=title, severity=severity)
+        self._refresh_bindings_if_changed()
+        quit_now = self._quit_after_export and notice is not None and title == "Exported"
+        self._quit_after_export = False  # a failed export keeps the app open, to say so
+        if quit_now:
+            self.exit()
+
+    def action_save_screen(self: DebuggerApp) -> None:
+        snapshot = self.view.snapshot
+        scenario = snapshot.get("session", {}).get("scenario", "session")
+        stem = free_stem(
+            self.export_dir, f"{safe_name(scenario)}-t{self.view.tick:04d}-screen", [".svg"]
+        )
+        target = self.export_dir / f"{stem}.svg"
+        try:
+            svg = self.export_screenshot(
+                title=f"deepinfer-tui · {scenario} · tick {self.view.tick}"
+            )
+            make_export_folder(self.export_dir)
+            write_atomically({target: svg})
+        except OSError as error:
+            message = f"Screenshot failed: {error_message(error)}"
+            self.notify(message, title="Screenshot", severity="error")
+            return
+        self.notify(f"Screenshot saved: {target}", title="Screenshot")

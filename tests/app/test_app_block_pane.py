@@ -1,0 +1,64 @@
+"""The block pane of a request that holds no blocks: reopened by a rollback, asked for zero
+tokens, or deferred by a small pool."""
+
+from __future__ import annotations
+
+from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.session import Session
+from deepinfer_tui.widgets import BlockMap
+from tests.app import tour
+from tests.app.helpers import (
+    generated,
+    make_app,
+)
+
+SIZE = (120, 40)
+
+
+def block_lines(app: DebuggerApp) -> list[str]:
+    return str(app.query_one(BlockMap).table).splitlines()
+
+
+async def test_a_request_reopened_by_rollback_shows_no_stale_restore_line() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        while generated(app, "request-1") < 8:  # request-1 finishes (max 8 tokens)
+            await pilot.press("space")
+        assert any(line.startswith("restore ") for line in block_lines(app))
+        await pilot.press("b")
+        lines = block_lines(app)
+        assert not any(line.startswith("restore ") for line in lines), lines
+        assert any(line.startswith("queued: no KV blocks yet") for line in lines), lines
+        await pilot.press("space")  # admitted again: the restore of this admission
+        assert any(line.startswith("restore ") for line in block_lines(app))
+
+
+async def test_a_request_for_zero_tokens_shows_the_prompt_rows_it_computed() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a", *"5,6,7", "tab", "ctrl+a", "ctrl+k", "0", "enter", "space")
+        (added,) = [r for r in app.session.snapshot()["requests"] if r["prompt"] == [5, 6, 7]]
+        assert added["status"] == "finished" and app.selected_id == added["id"]
+        (restore,) = [line for line in block_lines(app) if line.startswith("restore ")]
+        assert ": reused 0, computed 3 " in restore  # it warms the cache with its prompt
+
+
+async def test_a_deferred_running_request_is_not_called_finished() -> None:
+    app = DebuggerApp(Session(default_scenario().with_overrides(num_blocks=12)))
+    async with app.run_test(size=SIZE) as pilot:
+
+        def deferred() -> str | None:
+            for r in app.session.snapshot()["requests"]:
+                if r["status"] == "running" and not r["blocks"]:
+                    return str(r["id"])
+            return None
+
+        while deferred() is None and app.session.can_step():
+            await pilot.press("space")
+        request_id = deferred()
+        assert request_id is not None, "the small pool defers a request"
+        await tour.select(pilot, request_id)
+        lines = block_lines(app)
+        assert any(line.startswith("running: no KV blocks yet (deferred") for line in lines)
+        assert not any(line.startswith("finished") for line in lines), lines
