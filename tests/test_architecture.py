@@ -37,6 +37,9 @@ def test_engine_loads_neither_textual_nor_rich() -> None:
         "deepinfer_tui.document",
         "deepinfer_tui.legend",
         "deepinfer_tui.parsing",
+        "deepinfer_tui.availability",
+        "deepinfer_tui.bindings",
+        "deepinfer_tui.undo_notice",
         "deepinfer_tui.cli",
         # every module of the command line, each on its own (the app loads only on launch)
         *sorted(f"deepinfer_tui.cli.{p.stem}" for p in CLI.glob("*.py") if p.stem != "__init__"),
