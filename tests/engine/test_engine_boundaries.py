@@ -8,9 +8,9 @@ import pytest
 
 from engine import Engine, EngineConfig, TinyModel, make_draft
 from engine.cache import PrefixCache
-from engine.draft import DraftTree, choose_budget, expand
 from engine.kv import BlockPool
 from engine.rows import Joined, Rows
+from engine.speculation import DraftTree, choose_budget, expand
 from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,

@@ -38,7 +38,7 @@ def busy_engine(undo_depth: int = 64) -> Engine:
     return engine
 
 
-@pytest.mark.parametrize("where", ["_checkpoint", "_resume_retention", "_trim_history"])
+@pytest.mark.parametrize("where", ["checkpoint", "resume retention", "trim history"])
 @pytest.mark.parametrize("undo_depth", [1, 2, 64])
 def test_an_interrupt_while_a_round_records_its_history_changes_nothing(
     where: str, undo_depth: int
@@ -46,7 +46,12 @@ def test_an_interrupt_while_a_round_records_its_history_changes_nothing(
     engine = busy_engine(undo_depth)
     before, trace = engine.snapshot(), list(engine.trace)
     tick, undo = engine.tick, engine.undo_available
-    unwire = wire(engine, where, Tripwire(1))  # the first call in the next step() raises
+    owner, name = {
+        "checkpoint": (engine, "_checkpoint"),
+        "resume retention": (engine.history, "resume_retention"),
+        "trim history": (engine.history, "trim"),
+    }[where]
+    unwire = wire(owner, name, Tripwire(1))  # the first call in the next step() raises
     with pytest.raises(KeyboardInterrupt):
         engine.step()
     unwire()
@@ -68,7 +73,7 @@ def test_an_interrupt_in_the_trim_after_a_round_keeps_every_undo() -> None:
     engine = busy_engine(undo_depth=2)
     assert engine.undo_available == 2  # full: the next round trims the oldest entry
     before = engine.snapshot()
-    unwire = wire(engine, "_trim_history", Tripwire(1))
+    unwire = wire(engine.history, "trim", Tripwire(1))
     with pytest.raises(KeyboardInterrupt):
         engine.step()
     unwire()
