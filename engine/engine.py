@@ -8,18 +8,16 @@ is verified), `speculation` (trees, drafters, acceptance), `runner` (the forward
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable
 
-import numpy as np
-
 from .blocks import BlockManager
+from .clock import Clock
 from .commit import commit
 from .config import EngineConfig, RequestError, Result
-from .history import Checkpoint, History, share_requests
+from .history import Checkpoint, History
 from .model import State, TinyModel, is_integer
 from .prefixes import Prefixes
-from .request import COUNTERS, Event, EventLog, Request, Status, check_request_id, shown
+from .request import COUNTERS, Event, EventLog, Request, Status, new_request, shown
 from .rows import FinishedRows
 from .runner import Runner, Verified
 from .scheduler import Scheduler
@@ -48,15 +46,6 @@ def _checked_models(
     return target, config
 
 
-def _checked_clock(clock: Callable[[], float] | None) -> Callable[[], float]:
-    if clock is None:
-        start = time.monotonic()
-        return lambda: time.monotonic() - start
-    if not callable(clock):
-        raise ValueError("clock must be a callable returning seconds")
-    return clock
-
-
 class Engine:
     """A paged, prefix-caching, speculative inference engine over TinyModel."""
 
@@ -70,7 +59,7 @@ class Engine:
     ) -> None:
         self.target, self.config = _checked_models(target, draft, config)
         self.draft = draft
-        self._clock = _checked_clock(clock)
+        self._clock = Clock(clock)
         # An early-exit draft computes exactly the target's rows for committed positions, so it
         # reads the target's KV; any other draft keeps its own rows in the same blocks.
         self.draft_reads_target = draft is not None and draft.is_early_exit_of(self.target)
@@ -95,12 +84,14 @@ class Engine:
             self.drafter = ModelDrafter(
                 draft, self.runner, cfg, self.counters, reads_target=self.draft_reads_target
             )
-        self._order: list[str] = []  # finish order, for run()'s delivery
-        self._delivered: set[str] = set()
         self.views = Views(
-            cfg, self.models, self.requests, self.scheduler.queue, self._order, self.blocks,
+            cfg, self.models, self.requests, self.scheduler.queue, self.scheduler.finished,
+            self.blocks,
             self.prefixes, self.history, self.counters,
         )  # fmt: skip
+        self.history.track(self.scheduler, self.prefixes, self.log, self.counters, self.views)
+        self._order = self.scheduler.finished
+        self._delivered = self.scheduler.delivered
 
     # -- public API -------------------------------------------------------------------------
 
@@ -128,21 +119,7 @@ class Engine:
         return self.blocks.pool
 
     def now(self) -> float:
-        reading = self._clock()
-        # Any real number (Fraction, Decimal, a 0-d array too); not text, a truth value or a
-        # sequence, which float() would take or fail on without naming the clock.
-        unreadable = isinstance(reading, (str, bytes, bool, np.bool_)) or (
-            isinstance(reading, np.ndarray) and reading.ndim != 0
-        )
-        try:
-            value = float(reading)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            unreadable = True
-        if unreadable:
-            raise ValueError(f"clock must return a number of seconds, got {reading!r}")
-        if not np.isfinite(value):
-            raise ValueError(f"clock returned a non-finite time {value!r}")
-        return value
+        return self._clock.read()
 
     def submit(
         self,
@@ -153,31 +130,18 @@ class Engine:
         request_id: str | None = None,
     ) -> str:
         """Queue a request; validates everything before changing anything."""
-        tokens = self.target.check_tokens(prompt, "prompt")
-        if not is_integer(max_tokens) or max_tokens < 0:
-            raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
-        max_tokens = int(max_tokens)
-        eos_id = self.target.check_eos_id(eos_id)
-        if request_id is None:
-            number = len(self.requests) + 1
-            while f"request-{number}" in self.requests:
-                number += 1
-            request_id = f"request-{number}"
-        request_id = check_request_id(request_id)  # a str, even from a NumPy string
-        if request_id in self.requests:
-            raise ValueError(f"request_id {request_id!r} is already in use")
-        positions = len(tokens) + max_tokens
-        blocks = -(-positions // self.config.block_size)
-        if blocks > self.config.num_blocks:
-            raise ValueError(
-                f"request needs {blocks} blocks ({len(tokens)} prompt + {max_tokens} new "
-                f"positions) but the pool has only {self.config.num_blocks}"
-            )
-        request = Request(request_id, tokens, max_tokens, eos_id, list(tokens))
-        self.requests[request_id] = request
-        self.scheduler.queue.append(request_id)
-        self.log.emit("queued", request_id, prompt_positions=len(tokens), max_tokens=max_tokens)
-        return request_id
+        request = new_request(
+            self.target, self.config, self.requests, prompt, max_tokens, eos_id, request_id
+        )
+        self.requests[request.request_id] = request
+        self.scheduler.queue.append(request.request_id)
+        self.log.emit(
+            "queued",
+            request.request_id,
+            prompt_positions=len(request.prompt),
+            max_tokens=request.max_tokens,
+        )
+        return request.request_id
 
     def settings(self, request_id: str) -> dict[str, object]:
         """A request's settings as the engine keeps them: prompt, max_tokens, eos_id."""
@@ -303,7 +267,7 @@ class Engine:
             )
         checkpoint = self.history.pop()
         undone = self.trace[checkpoint.trace_length :]
-        self._restore(checkpoint)
+        self.history.load(checkpoint)
         self.history.after_rewind()
         return undone
 
@@ -319,7 +283,7 @@ class Engine:
         checkpoint: Checkpoint | None = None
         start = len(self.trace)
         try:
-            checkpoint = self._checkpoint()
+            checkpoint = self.history.save()
             self.history.push(checkpoint)
             self._round()
             self.history.trim(self.config.undo_depth)
@@ -330,7 +294,7 @@ class Engine:
             # before the round checked them: forget the buffers with the round.
             self.runner.reset_work_buffers()
             if checkpoint is not None:
-                self._restore(checkpoint)
+                self.history.load(checkpoint)
             self.history.put_back(history, wrote=self.blocks.writes != writes)
             self.history.after_rewind()
             self.log.emit("step_aborted", None, error_type=type(failure).__name__)
@@ -424,40 +388,7 @@ class Engine:
             generated=request.generated,
         )
 
-    # -- history ----------------------------------------------------------------------------
-
-    def _checkpoint(self) -> Checkpoint:
-        requests, lengths = share_requests(self.requests, list(self.scheduler.queue))
-        return Checkpoint(
-            tick=self.tick,
-            requests=requests,
-            queue=list(self.scheduler.queue),
-            order=list(self._order),
-            delivered=set(self._delivered),
-            cache=self.prefixes.cache.copy(),
-            counters=dict(self.counters),
-            trace_length=len(self.trace),
-            lengths=lengths,
-            pool=self.blocks.marks(),
-            admissions=self.scheduler.admissions,
-        )
-
-    def _restore(self, checkpoint: Checkpoint) -> None:
-        """Every container is refilled in place: the components hold references to them."""
-        self.log.tick = checkpoint.tick
-        self.requests.clear()
-        self.requests.update(checkpoint.live_requests())
-        self.views.forget_unknown()
-        self.scheduler.queue.clear()
-        self.scheduler.queue.extend(checkpoint.queue)
-        self._order[:] = checkpoint.order
-        self._delivered.clear()
-        self._delivered.update(checkpoint.delivered)
-        self.prefixes.cache = checkpoint.cache.copy()
-        self.counters.update(checkpoint.counters)
-        self.log.truncate(checkpoint.trace_length)
-        self.blocks.load(checkpoint.pool)
-        self.scheduler.admissions = checkpoint.admissions
+    # -- helpers ----------------------------------------------------------------------------
 
     def _reopen(self, request: Request) -> Request:
         """A finished request queued again (as a copy: finished objects are shared with the

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .blocks import BlockManager, PoolMarks
 from .cache import PrefixCache
-from .request import Request
+from .request import EventLog, Request
+
+if TYPE_CHECKING:  # they hold the history: made after it, then tracked
+    from .prefixes import Prefixes
+    from .scheduler import Scheduler
+    from .views import Views
 
 
 @dataclass(eq=False)
@@ -45,17 +51,6 @@ class Checkpoint:
         return requests
 
 
-def share_requests(requests: dict[str, Request], unfinished: list[str]) -> tuple[dict, dict]:
-    """The requests for a checkpoint (finished ones shared) and the unfinished ones' lengths."""
-    kept = dict(requests)  # finished requests never change: shared
-    lengths = {}
-    for request_id in unfinished:
-        live = requests[request_id]
-        kept[request_id] = live.copy(tokens=live.tokens)
-        lengths[request_id] = len(live.tokens)
-    return kept, lengths
-
-
 class History:
     """The last `depth` checkpoints, and the blocks released since each was taken."""
 
@@ -63,6 +58,59 @@ class History:
         self.blocks = blocks
         self.entries: deque[Checkpoint] = deque()
         self.trimmed_for_space = 0  # entries the current round trimmed to make room
+
+    def track(
+        self,
+        scheduler: Scheduler,
+        prefixes: Prefixes,
+        log: EventLog,
+        counters: dict[str, int],
+        views: Views,
+    ) -> None:
+        """What a checkpoint saves and a rewind puts back (beside the pool's marks)."""
+        self.scheduler, self.prefixes, self.log = scheduler, prefixes, log
+        self.counters, self.views = counters, views
+
+    def save(self) -> Checkpoint:
+        scheduler = self.scheduler
+        requests = dict(scheduler.requests)  # finished requests never change: shared
+        lengths = {}
+        for request_id in scheduler.queue:  # every unfinished request
+            live = requests[request_id]
+            requests[request_id] = live.copy(tokens=live.tokens)
+            lengths[request_id] = len(live.tokens)
+        return Checkpoint(
+            tick=self.log.tick,
+            requests=requests,
+            queue=list(scheduler.queue),
+            order=list(scheduler.finished),
+            delivered=set(scheduler.delivered),
+            cache=self.prefixes.cache.copy(),
+            counters=dict(self.counters),
+            trace_length=len(self.log.events),
+            lengths=lengths,
+            pool=self.blocks.marks(),
+            admissions=scheduler.admissions,
+        )
+
+    def load(self, checkpoint: Checkpoint) -> None:
+        """Put the engine back as `checkpoint` saw it. Containers are refilled in place: the
+        components share them."""
+        scheduler = self.scheduler
+        self.log.tick = checkpoint.tick
+        scheduler.requests.clear()
+        scheduler.requests.update(checkpoint.live_requests())
+        self.views.forget_unknown()
+        scheduler.queue.clear()
+        scheduler.queue.extend(checkpoint.queue)
+        scheduler.finished[:] = checkpoint.order
+        scheduler.delivered.clear()
+        scheduler.delivered.update(checkpoint.delivered)
+        scheduler.admissions = checkpoint.admissions
+        self.prefixes.cache = checkpoint.cache.copy()
+        self.counters.update(checkpoint.counters)
+        self.log.truncate(checkpoint.trace_length)
+        self.blocks.load(checkpoint.pool)
 
     def __len__(self) -> int:
         return len(self.entries)

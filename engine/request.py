@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .config import Result
+from .config import EngineConfig, Result
+from .model import TinyModel, is_integer
 from .rows import FinishedRows
 
 
@@ -186,6 +187,39 @@ def label_problem(label: object, max_length: int) -> str | None:
                 + ": control, format, surrogate and line-separator characters are not allowed"
             )
     return None
+
+
+def new_request(
+    target: TinyModel,
+    config: EngineConfig,
+    taken: dict[str, Request],
+    prompt: object,
+    max_tokens: object,
+    eos_id: object,
+    request_id: object,
+) -> Request:
+    """A checked new request (ids not in `taken`); raises ValueError naming the bad field."""
+    tokens = target.check_tokens(prompt, "prompt")
+    if not is_integer(max_tokens) or max_tokens < 0:  # type: ignore[operator]
+        raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
+    max_tokens = int(max_tokens)  # type: ignore[call-overload]
+    eos_id = target.check_eos_id(eos_id)
+    if request_id is None:
+        number = len(taken) + 1
+        while f"request-{number}" in taken:
+            number += 1
+        request_id = f"request-{number}"
+    request_id = check_request_id(request_id)  # a str, even from a NumPy string
+    if request_id in taken:
+        raise ValueError(f"request_id {request_id!r} is already in use")
+    positions = len(tokens) + max_tokens
+    blocks = -(-positions // config.block_size)
+    if blocks > config.num_blocks:
+        raise ValueError(
+            f"request needs {blocks} blocks ({len(tokens)} prompt + {max_tokens} new "
+            f"positions) but the pool has only {config.num_blocks}"
+        )
+    return Request(request_id, tokens, max_tokens, eos_id, list(tokens))
 
 
 def check_request_id(request_id: object) -> str:

@@ -63,6 +63,8 @@ class Scheduler:
         self.requests: dict[str, Request] = {}
         self.queue: deque[str] = deque()  # every unfinished request, between rounds
         self.admissions = 0
+        self.finished: list[str] = []  # finish order, for run()'s delivery
+        self.delivered: set[str] = set()  # results run() or generate() returned
 
     # -- admission --------------------------------------------------------------------------
 

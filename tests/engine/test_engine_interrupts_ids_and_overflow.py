@@ -47,7 +47,7 @@ def test_an_interrupt_while_a_round_records_its_history_changes_nothing(
     before, trace = engine.snapshot(), list(engine.trace)
     tick, undo = engine.tick, engine.undo_available
     owner, name = {
-        "checkpoint": (engine, "_checkpoint"),
+        "checkpoint": (engine.history, "save"),
         "resume retention": (engine.history, "resume_retention"),
         "trim history": (engine.history, "trim"),
     }[where]
