@@ -6,11 +6,10 @@ the request: its tokens, cursors, rows, blocks and counters.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from .blocks import BlockManager
+from .request import EventLog
 from .runner import Verified
 from .speculation.acceptance import accept
 from .speculation.drafter import Drafter
@@ -19,25 +18,20 @@ from .speculation.tree import ROOT
 
 def commit(
     verified: Verified,
-    *,
     blocks: BlockManager,
     drafter: Drafter,
     counters: dict[str, int],
-    depth: int,
-    tick: int,
+    log: EventLog,
     cache_key: str,
-) -> dict[str, Any]:
-    """Commit the accepted tokens; returns the request's `last_commit` (also set on it)."""
-    request, tree, slots, rows = verified.request, verified.tree, verified.slots, verified.rows
+) -> list[int]:
+    """Commit the accepted tokens (returned); record the round as the request's
+    `last_commit` and as `verify` and `commit` events."""
+    request, tree, tick = verified.request, verified.tree, log.tick
     n = len(request.tokens)
     consumer = request.cursors["target"][1]  # admitted requests always have cursors
     verified_nodes = len(verified.selected)
     decision = accept(tree, verified.selected, verified.argmax, request.eos_id)
-    # Move the accepted path's rows next to the committed prefix (a chain is already there).
-    for offset, node in enumerate(decision.path, start=1):
-        source_row, target_row = rows[node], rows[ROOT] + offset
-        if source_row != target_row:
-            blocks.move_row("target", slots[source_row], slots[target_row])
+    _move_accepted_rows(blocks, verified, decision.path)
     new_tokens = [tree.tokens[i] for i in decision.path]
     if decision.next_token is not None:
         new_tokens.append(decision.next_token)
@@ -48,11 +42,12 @@ def commit(
     drafter.keep(verified.plan.proposal, decision.path, cursor)
     accepted = len(decision.path)
     rolled_back = verified_nodes - accepted
-    _count(counters, verified, depth, accepted, len(new_tokens))
+    _count(counters, verified, accepted, len(new_tokens))
     request.accepted += accepted
     request.confidences = [tree.path_probs[i] for i in verified.selected]
     tree.judge(verified.selected, decision.path, verified.argmax)
-    request.tree = {**tree.to_dict(), "round": tick, "base_position": n - 1}
+    tree_view = tree.to_dict()
+    request.tree = {**tree_view, "round": tick, "base_position": n - 1}
     # Rows beyond the new cursor were speculative: their blocks go back to the pool.
     dropped = blocks.drop_after(request, cursor)
     blocks.seal(request, consumer, cursor)
@@ -67,13 +62,32 @@ def commit(
         "dropped_blocks": dropped,
         "speculative_positions": list(range(n, n + verified_nodes)),
     }
-    return request.last_commit
+    log.emit("verify", request.request_id, nodes=tree_view["nodes"])
+    log.emit(
+        "commit",
+        request.request_id,
+        tokens=new_tokens,
+        accepted=accepted,
+        verified=verified_nodes,
+        outcome=decision.kind,
+        rolled_back_positions=rolled_back,
+        freed_blocks=dropped,
+    )
+    return new_tokens
 
 
-def _count(
-    counters: dict[str, int], verified: Verified, depth: int, accepted: int, committed: int
-) -> None:
+def _move_accepted_rows(blocks: BlockManager, verified: Verified, path: list[int]) -> None:
+    """Move the accepted path's rows next to the committed prefix (a chain is already there)."""
+    rows, slots = verified.rows, verified.slots
+    for offset, node in enumerate(path, start=1):
+        source_row, target_row = rows[node], rows[ROOT] + offset
+        if source_row != target_row:
+            blocks.move_row("target", slots[source_row], slots[target_row])
+
+
+def _count(counters: dict[str, int], verified: Verified, accepted: int, committed: int) -> None:
     request, item = verified.request, verified.item
+    depth = verified.depth
     counters["encoder_rows"] += len(item.tokens) - item.replay
     consumer_rows = (
         len(item.tokens)

@@ -17,7 +17,7 @@ from .config import EngineConfig, RequestError, Result
 from .history import Checkpoint, History
 from .model import State, TinyModel, is_integer
 from .prefixes import Prefixes
-from .request import COUNTERS, Event, EventLog, Request, Status, new_request, shown
+from .request import COUNTERS, Event, EventLog, Request, new_request, shown
 from .rows import FinishedRows
 from .runner import Runner, Verified
 from .scheduler import Scheduler
@@ -90,8 +90,6 @@ class Engine:
             self.prefixes, self.history, self.counters,
         )  # fmt: skip
         self.history.track(self.scheduler, self.prefixes, self.log, self.counters, self.views)
-        self._order = self.scheduler.finished
-        self._delivered = self.scheduler.delivered
 
     # -- public API -------------------------------------------------------------------------
 
@@ -178,8 +176,9 @@ class Engine:
         while self.scheduler.queue and (max_steps is None or steps < max_steps):
             self.step()
             steps += 1
-        fresh = [key for key in self._order if key not in self._delivered]
-        self._delivered.update(fresh)
+        delivered = self.scheduler.delivered
+        fresh = [key for key in self.scheduler.finished if key not in delivered]
+        delivered.update(fresh)
         results = [self.requests[key].result() for key in fresh]
         if raise_on_error and any(r.finish_reason == "error" for r in results):
             raise RequestError(results)
@@ -196,7 +195,7 @@ class Engine:
             if not self.scheduler.queue:  # cannot happen: only a finished request leaves it
                 raise RuntimeError(f"{request_id} stopped before it finished")
             self.step()
-        self._delivered.add(request_id)
+        self.scheduler.delivered.add(request_id)
         result = self.result(request_id)
         if result.finish_reason == "error":
             raise RequestError([result])
@@ -246,8 +245,9 @@ class Engine:
         removed = request.tokens[len(request.tokens) - count :] if count else []
         freed: list[int] = []
         if count:
-            if request.finished:
-                request = self._reopen(request)
+            if request.finished:  # reopened as a copy: the history shares the finished one
+                request = self.scheduler.reopen(request)
+                self.views.forget(request_id)  # the view would keep the old object
             # A new list: undo checkpoints share the old one (see Checkpoint.lengths).
             request.tokens = request.tokens[: len(request.tokens) - count]
             # "committed" counts the tokens requests hold now (the header shows it): these left.
@@ -326,26 +326,11 @@ class Engine:
             self._commit(each, now)  # commit and finish
 
     def _commit(self, verified: Verified, now: float) -> None:
-        """Accept and commit one request's verified tokens; publish its prefix; finish it or
-        queue it for the next round."""
+        """Commit one request's accepted tokens, publish a new prefix, then finish the request
+        or queue it for the next round."""
         request = verified.request
-        done = commit(
-            verified,
-            blocks=self.blocks,
-            drafter=self.drafter,
-            counters=self.counters,
-            depth=self.target.depth,
-            tick=self.tick,
-            cache_key=self.prefixes.key(),
-        )
-        new_tokens = done["tokens"]
-        self.log.emit("verify", request.request_id, nodes=request.tree["nodes"])  # type: ignore[index]
-        self.log.emit(
-            "commit",
-            request.request_id,
-            **{key: done[key] for key in ("tokens", "accepted", "verified", "outcome")},
-            rolled_back_positions=done["rolled_back_positions"],
-            freed_blocks=done["dropped_blocks"],
+        new_tokens = commit(
+            verified, self.blocks, self.drafter, self.counters, self.log, self.prefixes.key()
         )
         if request.fresh:
             request.fresh = False
@@ -372,14 +357,7 @@ class Engine:
             self.blocks.release_all(request)
         elif request.final is None:
             request.final = FinishedRows.empty(self.target.layout)
-        if request.request_id in self.scheduler.queue:
-            self.scheduler.queue.remove(request.request_id)
-        request.status = Status.FINISHED
-        request.finish_reason = reason
-        request.error = error
-        request.admitted = 0
-        request.cursors = {}
-        self._order.append(request.request_id)
+        self.scheduler.retire(request, reason, error)
         self.log.emit(
             "finished",
             request.request_id,
@@ -389,20 +367,6 @@ class Engine:
         )
 
     # -- helpers ----------------------------------------------------------------------------
-
-    def _reopen(self, request: Request) -> Request:
-        """A finished request queued again (as a copy: finished objects are shared with the
-        history)."""
-        request = request.copy()
-        self.requests[request.request_id] = request
-        self.views.forget(request.request_id)  # it would keep the old object
-        request.status, request.finish_reason, request.error = Status.QUEUED, None, None
-        request.final = None
-        request.restore = None  # it holds no rows: the next admission restores afresh
-        self._order.remove(request.request_id)
-        self._delivered.discard(request.request_id)
-        self.scheduler.queue.append(request.request_id)
-        return request
 
     def _get(self, request_id: str) -> Request:
         if not isinstance(request_id, str) or request_id not in self.requests:

@@ -30,6 +30,7 @@ class Verified:
     rows: dict[int, int]  # tree node -> row of `out`
     slots: np.ndarray  # pool slots of `out`
     argmax: dict[int, int]
+    depth: int  # the target's layers: each consumer row is computed once per layer
 
     @property
     def request(self) -> Request:
@@ -192,7 +193,7 @@ class Runner:
                 continue
             consumer = request.cursor("target")[1]
             slots = self.blocks.slot_array(request, consumer, consumer + len(out))
-            verified.append(Verified(plan, item, out, rows, slots, {}))
+            verified.append(Verified(plan, item, out, rows, slots, {}, self.target.depth))
         if verified:
             self._store_and_argmax(verified, flat)
         return verified

@@ -66,6 +66,32 @@ class Scheduler:
         self.finished: list[str] = []  # finish order, for run()'s delivery
         self.delivered: set[str] = set()  # results run() or generate() returned
 
+    # -- finishing and reopening ------------------------------------------------------------
+
+    def retire(self, request: Request, reason: str, error: str | None) -> None:
+        """A finished request leaves the queue (its blocks already went back)."""
+        if request.request_id in self.queue:
+            self.queue.remove(request.request_id)
+        request.status = Status.FINISHED
+        request.finish_reason = reason
+        request.error = error
+        request.admitted = 0
+        request.cursors = {}
+        self.finished.append(request.request_id)
+
+    def reopen(self, request: Request) -> Request:
+        """A finished request queued again, as a copy (finished objects are shared with the
+        undo history)."""
+        request = request.copy()
+        self.requests[request.request_id] = request
+        request.status, request.finish_reason, request.error = Status.QUEUED, None, None
+        request.final = None
+        request.restore = None  # it holds no rows: the next admission restores afresh
+        self.finished.remove(request.request_id)
+        self.delivered.discard(request.request_id)
+        self.queue.append(request.request_id)
+        return request
+
     # -- admission --------------------------------------------------------------------------
 
     def batch_cap(self) -> int:
