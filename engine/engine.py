@@ -15,6 +15,7 @@ from .clock import Clock
 from .commit import commit
 from .config import EngineConfig, RequestError, Result
 from .history import Checkpoint, History
+from .kv import BlockPool
 from .model import State, TinyModel, is_integer
 from .prefixes import Prefixes
 from .request import COUNTERS, Event, EventLog, Request, new_request, shown
@@ -113,7 +114,7 @@ class Engine:
         return self.log.tick
 
     @property
-    def pool(self):
+    def pool(self) -> BlockPool:  # tests hook its methods to interrupt a round
         return self.blocks.pool
 
     def now(self) -> float:
