@@ -503,6 +503,7 @@ def _generate_scenario(args: argparse.Namespace) -> Scenario:
         ]
     model = TinyModel(seed=base.seed, **base.model)
     config = EngineConfig.from_dict(base.config)
+    pool_size = base.pool_size()
     events, ids = [], set()
     for request in requests:
         where = request.pop("where")
@@ -518,10 +519,10 @@ def _generate_scenario(args: argparse.Namespace) -> Scenario:
         if problem:
             raise UsageError(f"{where}: {problem}")
         blocks = -(-(len(request["prompt"]) + max_tokens) // config.block_size)
-        if blocks > config.num_blocks:
+        if blocks > pool_size:
             raise UsageError(
                 f"{where}: needs {blocks} blocks of {config.block_size} positions but the pool "
-                f"has {config.num_blocks} (raise --num-blocks or lower --max-tokens)"
+                f"has {pool_size} (raise --num-blocks or lower --max-tokens)"
             )
         if request.get("id") is not None:
             if request["id"] in ids:
@@ -761,7 +762,7 @@ def cmd_guide(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"{PROG} guide: the walkthrough chapters are not part of this build", file=sys.stderr)
         return 1
-    if args.list or args.chapter is None:
+    if args.list:
         chapters = guide.list_chapters(args.lang)
         if args.json:
             _print_json(
@@ -777,8 +778,8 @@ def cmd_guide(args: argparse.Namespace) -> int:
             first = chapters[0].id if chapters else "01"
             print(f"\nRead one with: {PROG} guide {first} --lang {args.lang}")
         return 0
-    try:
-        chapter = guide.read_chapter(args.chapter, args.lang)
+    try:  # no chapter: the index, which orients a reader and names every chapter
+        chapter = guide.read_chapter(args.chapter or "00", args.lang)
     except (KeyError, ValueError) as error:
         raise UsageError(f"{PROG} guide: {error_message(error)}") from None
     if args.json:
@@ -1029,7 +1030,12 @@ def build_parser() -> argparse.ArgumentParser:
         "JSON: {command, lang, chapters[{id, slug, title}]} for --list,\n"
         "      {command, id, slug, title, lang, text} for one chapter",
     )
-    guide.add_argument("chapter", nargs="?", metavar="CHAPTER", help="chapter number, e.g. 03")
+    guide.add_argument(
+        "chapter",
+        nargs="?",
+        metavar="CHAPTER",
+        help="chapter number, e.g. 03 (default: 00, the index)",
+    )
     guide.add_argument("--list", action="store_true", help="list the chapters")
     guide.add_argument("--lang", default="en", metavar="LANG", help="en (default) or zh")
     guide.add_argument("--json", action="store_true", help="print one JSON object instead")

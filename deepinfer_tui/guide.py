@@ -4,9 +4,11 @@ Chapters live in `deepinfer_tui/guides/<lang>/NN-slug.md` and are read through
 importlib.resources, so they work from a source checkout and from an installed wheel alike.
 This module is Textual-free: the command line prints chapters with it, the app shows them.
 
-Every chapter ends with a section whose three bullets name, in backticks, the debugger keys
-that show what the chapter describes, the source files to read and the test commands that
-check it. `references()` parses that section so tests can verify every name is real.
+Chapter 00 is the index. Every chapter ends with a section whose three bullets name, in
+backticks, the debugger keys that show what the chapter describes, the source files to read
+and the test commands that check it; `references()` parses that section. Its fenced
+`console` and `python` blocks are what the reader runs; `examples()` parses them. Tests use
+both to verify that every name is real and every example still runs as shown.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from functools import cache
 from importlib import resources
 
 LANGUAGES = ("en", "zh")
+INDEX = "00"  # the chapter that lists the others; the guide opens on it
 
 # The bullet labels of the closing "see it / read it / check it" section, per language.
 REFERENCE_LABELS: dict[str, tuple[str, str, str]] = {
@@ -79,7 +82,8 @@ def list_chapters(lang: str = "en") -> list[Chapter]:
 
 
 def read_chapter(chapter_id: str, lang: str = "en") -> Chapter:
-    """One chapter by number ("3" or "03"), slug, or file stem ("03-<slug>")."""
+    """One chapter by number ("3" or "03"), slug, or file stem ("03-<slug>"); "00" (or
+    "index") is the index."""
     chapters = list_chapters(lang)
     wanted = str(chapter_id).strip().lower() if not isinstance(chapter_id, bool) else ""
     if wanted.isdigit():
@@ -89,6 +93,98 @@ def read_chapter(chapter_id: str, lang: str = "en") -> Chapter:
             return chapter
     valid = ", ".join(f"{c.id} ({c.slug})" for c in chapters)
     raise KeyError(f"unknown guide chapter {chapter_id!r}; valid chapters: {valid}")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A `$ deepinfer-tui ...` line of a console block and the output lines shown under it
+    (an excerpt: each is part of one printed line, `...` standing for any text)."""
+
+    line: str
+    shown: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A python block and, when a text block follows it, the output it prints."""
+
+    code: str
+    output: str | None
+
+
+@dataclass(frozen=True)
+class Examples:
+    commands: tuple[Command, ...]
+    snippets: tuple[Snippet, ...]
+
+
+def _fences(text: str) -> list[tuple[str, str]]:
+    """Every fenced (```) block as (info string, body)."""
+    blocks: list[tuple[str, str]] = []
+    info: str | None = None
+    body: list[str] = []
+    for line in text.split("\n"):
+        if info is None and line.startswith("```"):
+            info, body = line[3:].strip(), []
+        elif info is not None and line.startswith("```"):
+            blocks.append((info, "\n".join(body) + "\n"))
+            info = None
+        elif info is not None:
+            body.append(line)
+    return blocks
+
+
+def _commands(body: str) -> list[Command]:
+    commands: list[Command] = []
+    for line in body.splitlines():
+        if line.startswith("$ "):
+            commands.append(Command(line[2:].strip(), ()))
+        elif commands and line.strip():
+            last = commands[-1]
+            commands[-1] = Command(last.line, (*last.shown, line.strip()))
+    return commands
+
+
+def examples(chapter: Chapter) -> Examples:
+    """The commands (```console blocks) and library snippets (```python blocks, each with the
+    ```text block right after it as its output) that the chapter gives the reader to run."""
+    blocks = _fences(chapter.text)
+    commands: list[Command] = []
+    snippets: list[Snippet] = []
+    for index, (info, body) in enumerate(blocks):
+        if info == "console":
+            commands.extend(_commands(body))
+        elif info == "python":
+            following = blocks[index + 1] if index + 1 < len(blocks) else ("", "")
+            snippets.append(Snippet(body, following[1] if following[0] == "text" else None))
+    return Examples(tuple(commands), tuple(snippets))
+
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def links(chapter: Chapter) -> list[str]:
+    """The targets of the chapter's Markdown links, as written."""
+    return _LINK.findall(chapter.text)
+
+
+def linked_chapter(href: str, lang: str) -> Chapter | None:
+    """The chapter a link from a chapter in `lang` points at (`02-hot-warm-cold.md`,
+    `../zh/02-hot-warm-cold.md`), or None for anything else (a web page, say)."""
+    _check_language(lang)
+    *folders, name = href.split("#")[0].split("/")
+    if folders in ([], ["."]):
+        target_lang = lang  # a chapter beside this one
+    elif len(folders) == 2 and folders[0] == ".." and folders[1] in LANGUAGES:
+        target_lang = folders[1]  # a chapter in the other language's folder
+    else:
+        return None
+    if _FILE_NAME.match(name) is None:
+        return None
+    try:
+        return read_chapter(name.removesuffix(".md"), target_lang)
+    except KeyError:
+        return None
 
 
 def _starts_bullet(line: str, label: str) -> bool:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from engine import EngineConfig
+
 from .describe import describe, plural
 from .jsonfile import read_json
 from .parsing import clip
@@ -371,11 +373,13 @@ class Replay:
                 f"computes {rebuilt_models}"
             )
         config = self.session.engine.config.to_dict()
-        if _jsonable(config) != self.trace.config:
+        # A field newer than the trace was at its default when the trace was recorded.
+        recorded = {**_jsonable(EngineConfig().to_dict()), **self.trace.config}
+        if _jsonable(config) != recorded:
             changed = sorted(
                 k
-                for k in set(config) | set(self.trace.config)
-                if _jsonable(config.get(k)) != self.trace.config.get(k)
+                for k in set(config) | set(recorded)
+                if _jsonable(config.get(k)) != recorded.get(k)
             )
             return f"config differs from the scenario's in {', '.join(changed)}"
         got = _jsonable(self.session.log())

@@ -16,7 +16,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from engine import Engine, EngineConfig, TinyModel, check_request_id, label_problem, make_draft
+from engine import (
+    Engine,
+    EngineConfig,
+    TinyModel,
+    check_request_id,
+    label_problem,
+    make_draft,
+    pool_blocks,
+)
 
 from .jsonfile import read_json
 from .parsing import eos_problem, shorten, shown
@@ -68,12 +76,20 @@ class Scenario:
     def engine_config(self) -> EngineConfig:
         return EngineConfig.from_dict(self.config)
 
-    def build_engine(self, clock: Any) -> Engine:
+    def build_models(self) -> tuple[TinyModel, TinyModel | None]:
+        """The target and the draft (None: greedy, no drafts)."""
         target = TinyModel(seed=self.seed, **self.model)
         draft = None
         if self.draft is not None:
-            options = {"seed": self.seed + 1, **self.draft}
-            draft = make_draft(target, **options)
+            draft = make_draft(target, **{"seed": self.seed + 1, **self.draft})
+        return target, draft
+
+    def pool_size(self) -> int:
+        """Blocks in the pool of the engine this scenario builds."""
+        return pool_blocks(self.engine_config(), *self.build_models())
+
+    def build_engine(self, clock: Any) -> Engine:
+        target, draft = self.build_models()
         return Engine(target, draft, config=self.engine_config(), clock=clock)
 
     def with_overrides(
@@ -204,15 +220,17 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         target = TinyModel(seed=seed, **model)
     except (TypeError, ValueError) as error:
         raise fail("model", str(error)) from None
+    draft_model = None
     if draft is not None:
         try:
-            make_draft(target, **{"seed": seed + 1, **draft})
+            draft_model = make_draft(target, **{"seed": seed + 1, **draft})
         except (TypeError, ValueError) as error:
             raise fail("draft", str(error)) from None
     try:
         engine_config = scenario.engine_config()
     except (TypeError, ValueError) as error:
         raise fail("config", str(error)) from None
+    num_blocks = pool_blocks(engine_config, target, draft_model)
     explicit = {e.submit["id"] for e in scenario.events if e.submit and e.submit.get("id")}
     ids: dict[str, int] = {}  # request id -> index of the event that submits it
     resolved = []
@@ -227,10 +245,8 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
             if problem:
                 raise fail(f"{where}.eos_id", problem)
             needed = -(-(len(tokens) + event.submit["max_tokens"]) // engine_config.block_size)
-            if needed > engine_config.num_blocks:
-                raise fail(
-                    where, f"needs {needed} blocks but the pool has {engine_config.num_blocks}"
-                )
+            if needed > num_blocks:
+                raise fail(where, f"needs {needed} blocks but the pool has {num_blocks}")
             request_id = event.submit.get("id")
             if request_id is None:  # request-N, clear of every id the scenario names
                 number = len(ids) + 1

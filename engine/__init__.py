@@ -2,6 +2,7 @@
 
 from .config import EngineConfig, RequestError, Result
 from .engine import Engine
+from .kv import pool_blocks
 from .model import State, TinyModel, make_draft
 from .reference import greedy_generate
 from .request import MAX_REQUEST_ID_LENGTH, check_request_id, label_problem
@@ -18,4 +19,5 @@ __all__ = [
     "greedy_generate",
     "label_problem",
     "make_draft",
+    "pool_blocks",
 ]

@@ -34,6 +34,7 @@ class PoolMarks:
 class BlockManager:
     def __init__(self, kv_models: dict[str, TinyModel], *, num_blocks: int, block_size: int):
         self.kv_models = kv_models
+        self.num_blocks = num_blocks
         self.block_size = block_size
         self.pool = BlockPool(kv_models, num_blocks=num_blocks, block_size=block_size)
         # Models keep padded copies of stored rows across calls, keyed by a request's

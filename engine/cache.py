@@ -109,6 +109,12 @@ class PrefixCache:
         gone = [index for index, e in self.entries.items() if now >= e.warm_until]
         return [self.entries.pop(index) for index in gone]
 
+    def remove_other_keys(self, key: str) -> list[CacheEntry]:
+        """Remove every entry not keyed by `key` (made for other weights); the caller
+        releases their blocks."""
+        gone = [index for index in self.entries if index[0] != key]
+        return [self.entries.pop(index) for index in gone]
+
     def evict_lru(self) -> CacheEntry | None:
         if not self.entries:
             return None
@@ -119,14 +125,15 @@ class PrefixCache:
 
         In exact mode any prefix of an entry is usable, because a row depends only on the tokens
         at or before it. A bounded layout's rows depend on where its restore started, so there
-        only an entry whose whole prefix matches is usable.
+        an entry is usable whole (a prompt that extends it) or for all that is wanted (the same
+        prompt again, or a shorter one); never cut at a point neither request chose.
         """
         best: tuple[int, int, CacheEntry] | None = None
         for (entry_key, tokens), entry in self.entries.items():
             if entry_key != key or now >= entry.warm_until:
                 continue
             common = _common_prefix(tokens, wanted)
-            if not exact and common != len(tokens):
+            if not exact and common not in (len(tokens), len(wanted)):
                 continue
             if common == 0:
                 continue

@@ -37,7 +37,9 @@ def commit(
         new_tokens.append(decision.next_token)
     new_tokens = new_tokens[: request.remaining]  # the remaining before this round's tokens
     request.tokens.extend(new_tokens)
-    cursor = len(request.tokens) - 1  # every row before the new pending token is computed
+    # Every row before the new pending token is computed; a zero-token request commits
+    # nothing, and every row of its prompt (the last one too) is computed.
+    cursor = len(request.tokens) - 1 if new_tokens else n
     request.cursors["target"] = [cursor, cursor]
     drafter.keep(verified.plan.proposal, decision.path, cursor)
     accepted = len(decision.path)

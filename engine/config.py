@@ -33,7 +33,10 @@ class EngineConfig:
     max_draft_nodes: int = 16  # non-root nodes per request per round
     draft_context: int | None = None  # stored positions the draft attends to (None = all)
     block_size: int = 16
-    num_blocks: int = 256
+    # Blocks in the KV pool; None sizes it from `kv_cache_memory_mib`, as vLLM sizes its pool
+    # from a memory budget rather than a count.
+    num_blocks: int | None = None
+    kv_cache_memory_mib: float = 32.0  # the default pool's rows, all models together
     state_ttl: float = 3.0  # hot cursor lifetime (seconds of the injected clock)
     prefix_ttl: float = 100.0  # warm encoder-prefix lifetime
     recovery_mode: str = "exact"
@@ -50,19 +53,28 @@ class EngineConfig:
             "draft_branching",
             "max_draft_nodes",
             "block_size",
-            "num_blocks",
             "keep",
             "cache_capacity",
         ):
             # Stored as int: a NumPy integer would not survive to_dict()'s JSON.
             object.__setattr__(self, name, _check_int(name, getattr(self, name), 1))
         object.__setattr__(self, "undo_depth", _check_int("undo_depth", self.undo_depth, 0))
-        if self.num_blocks * self.block_size > MAX_POOL_POSITIONS:
+        if self.num_blocks is not None:
+            object.__setattr__(self, "num_blocks", _check_int("num_blocks", self.num_blocks, 1))
+        memory = self.kv_cache_memory_mib
+        if not is_number(memory) or not math.isfinite(memory) or memory <= 0:
+            raise ValueError(
+                f"kv_cache_memory_mib must be a finite positive number, got {memory!r}"
+            )
+        object.__setattr__(self, "kv_cache_memory_mib", float(memory))
+        if (self.num_blocks or 1) * self.block_size > MAX_POOL_POSITIONS:
             # Named here: NumPy would fail later with "Maximum allowed dimension exceeded" or
             # an allocation error that names neither setting.
+            sizes = f"block_size = {self.block_size}"
+            if self.num_blocks is not None:
+                sizes = f"num_blocks x block_size = {self.num_blocks} x {self.block_size}"
             raise ValueError(
-                f"num_blocks x block_size = {self.num_blocks} x {self.block_size} positions is "
-                f"more than a pool may hold ({MAX_POOL_POSITIONS})"
+                f"{sizes} positions is more than a pool may hold ({MAX_POOL_POSITIONS})"
             )
         if self.draft_context is not None:
             object.__setattr__(

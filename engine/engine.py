@@ -15,7 +15,7 @@ from .clock import Clock
 from .commit import commit
 from .config import EngineConfig, RequestError, Result
 from .history import Checkpoint, History
-from .kv import BlockPool
+from .kv import BlockPool, pool_blocks
 from .model import State, TinyModel, is_integer
 from .prefixes import Prefixes
 from .request import COUNTERS, Event, EventLog, Request, new_request, shown
@@ -71,14 +71,17 @@ class Engine:
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.log = EventLog()
         self.blocks = BlockManager(
-            self.kv_models, num_blocks=cfg.num_blocks, block_size=cfg.block_size
+            self.kv_models,
+            num_blocks=pool_blocks(cfg, self.target, draft),
+            block_size=cfg.block_size,
         )
+        # The models' identities at the last check for replaced weights (None: check again).
+        self._checked_identities: dict[str, str] | None = None
         self.history = History(self.blocks)
         self.prefixes = Prefixes(self.models, cfg, self.blocks, self.log, self.counters)
         self.scheduler = Scheduler(
-            cfg, self.kv_models, self.blocks, self.prefixes, self.history, self.log,
-            self.counters, self._finish,
-        )  # fmt: skip
+            cfg, self.kv_models, self.blocks, self.prefixes, self.history, self.log, self.counters
+        )
         self.runner = Runner(self.models, self.blocks, cfg, next(_ENGINE_SERIALS))
         self.drafter: Drafter = NoDrafter()
         if draft is not None:
@@ -130,7 +133,14 @@ class Engine:
     ) -> str:
         """Queue a request; validates everything before changing anything."""
         request = new_request(
-            self.target, self.config, self.requests, prompt, max_tokens, eos_id, request_id
+            self.target,
+            self.config,
+            self.blocks.num_blocks,
+            self.requests,
+            prompt,
+            max_tokens,
+            eos_id,
+            request_id,
         )
         self.requests[request.request_id] = request
         self.scheduler.queue.append(request.request_id)
@@ -170,15 +180,18 @@ class Engine:
         return request.result()
 
     def run(self, *, max_steps: int | None = None, raise_on_error: bool = True) -> list[Result]:
-        """Step until idle; return results not returned before (each delivered once)."""
+        """Step until idle; return the results not returned before (each delivered once), in
+        the order their requests were submitted."""
         if max_steps is not None and (not is_integer(max_steps) or max_steps < 0):
             raise ValueError(f"max_steps must be None or a non-negative integer, got {max_steps!r}")
         steps = 0
         while self.scheduler.queue and (max_steps is None or steps < max_steps):
             self.step()
             steps += 1
-        delivered = self.scheduler.delivered
-        fresh = [key for key in self.scheduler.finished if key not in delivered]
+        # Submission order (the order of `requests`), as vLLM's LLM.generate and the reference
+        # return them, so results pair with their prompts; step()'s events keep real order.
+        finished, delivered = set(self.scheduler.finished), self.scheduler.delivered
+        fresh = [key for key in self.requests if key in finished and key not in delivered]
         delivered.update(fresh)
         results = [self.requests[key].result() for key in fresh]
         if raise_on_error and any(r.finish_reason == "error" for r in results):
@@ -270,6 +283,7 @@ class Engine:
         undone = self.trace[checkpoint.trace_length :]
         self.history.load(checkpoint)
         self.history.after_rewind()
+        self._checked_identities = None  # restored requests may predate a weight change
         return undone
 
     # -- one round --------------------------------------------------------------------------
@@ -298,6 +312,7 @@ class Engine:
                 self.history.load(checkpoint)
             self.history.put_back(history, wrote=self.blocks.writes != writes)
             self.history.after_rewind()
+            self._checked_identities = None  # restored requests may predate a weight change
             self.log.emit("step_aborted", None, error_type=type(failure).__name__)
             raise
         return events
@@ -305,6 +320,7 @@ class Engine:
     def _round(self) -> None:
         self.log.tick += 1
         now = self.now()
+        self._fail_stale_requests()
         self.prefixes.expire(now)
         batch = self.scheduler.admit(now)  # schedule
         if not batch:
@@ -343,6 +359,18 @@ class Engine:
             self._finish(request, "length", now=now)
         else:
             self.scheduler.queue.append(request.request_id)
+
+    def _fail_stale_requests(self) -> None:
+        """A model whose weights were replaced never extends KV or tokens computed with the
+        old ones: such requests fail, and cached prefixes of the old weights are dropped.
+        Requests that computed nothing yet go on."""
+        current = self.prefixes.identities()
+        if current == self._checked_identities:
+            return  # the usual round: nothing changed since the last check
+        for request, why in self.scheduler.stale(current):
+            self._fail(request, why)
+        self.prefixes.drop_other_models()
+        self._checked_identities = current
 
     def _fail(self, request: Request, error: str) -> None:
         self._finish(request, "error", error)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .config import MAX_POOL_POSITIONS, EngineConfig
 from .model import TinyModel, check_fits_in_memory
 from .rows import FinishedRows, Rows, Stored, planes
 
@@ -100,8 +101,22 @@ def _check_memory(models: dict[str, TinyModel], slots: int) -> None:
     check_fits_in_memory(
         8 * slots * sum(model.layout.size for model in models.values()),
         f"a pool of {slots} positions needs {{size}} for its rows",
-        ": lower num_blocks or block_size",
+        ": lower num_blocks (or kv_cache_memory_mib) or block_size",
     )
+
+
+def pool_blocks(config: EngineConfig, target: TinyModel, draft: TinyModel | None = None) -> int:
+    """Blocks in the pool an Engine of these models makes: `config.num_blocks`, or as many
+    as `config.kv_cache_memory_mib` holds of the rows the models store (an early-exit draft
+    reads the target's rows and stores none)."""
+    if config.num_blocks is not None:
+        return config.num_blocks
+    stored = [target]
+    if draft is not None and not draft.is_early_exit_of(target):
+        stored.append(draft)
+    position_bytes = 8 * sum(model.layout.size for model in stored)
+    positions = int(config.kv_cache_memory_mib * 2**20) // position_bytes
+    return max(1, min(positions, MAX_POOL_POSITIONS) // config.block_size)
 
 
 class BlockPool:

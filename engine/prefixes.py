@@ -29,10 +29,18 @@ class Prefixes:
         self.counters = counters
         self.cache = PrefixCache(capacity=config.cache_capacity)
 
+    def identities(self) -> dict[str, str]:
+        return {role: model.identity for role, model in self.models.items()}
+
     def key(self) -> str:
         """Rows are reusable only between the same models and the same recovery mode."""
         identities = "+".join(m.identity for m in self.models.values())
         return f"{identities}|{self.config.recovery_mode}:{self.config.keep}"
+
+    def drop_other_models(self) -> None:
+        """Drop the entries of models since replaced (their keys could never match again)."""
+        for entry in self.cache.remove_other_keys(self.key()):
+            self.drop(entry, "model changed")
 
     def lookup(self, tokens: tuple[int, ...], now: float) -> Lookup:
         exact = self.config.recovery_mode == "exact"

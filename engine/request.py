@@ -55,6 +55,8 @@ class Request:
     final: FinishedRows | None = None  # what committed_state reads, copied out at finish
     preemptions: int = 0
     hashed: int = 0  # leading blocks whose prefix hash is set
+    # The models' identities its KV and generated tokens came from (None: nothing computed).
+    identities: dict[str, str] | None = None
     # The table this map was made for, and the slot of every position it covers (an int: the
     # first slot, when the blocks are consecutive). Rebuilt only when the table changes.
     slot_map: tuple[list[int], np.ndarray | int] | None = None
@@ -192,6 +194,7 @@ def label_problem(label: object, max_length: int) -> str | None:
 def new_request(
     target: TinyModel,
     config: EngineConfig,
+    num_blocks: int,
     taken: dict[str, Request],
     prompt: object,
     max_tokens: object,
@@ -214,10 +217,11 @@ def new_request(
         raise ValueError(f"request_id {request_id!r} is already in use")
     positions = len(tokens) + max_tokens
     blocks = -(-positions // config.block_size)
-    if blocks > config.num_blocks:
+    if blocks > num_blocks:
+        setting = "num_blocks" if config.num_blocks else "kv_cache_memory_mib"
         raise ValueError(
             f"request needs {blocks} blocks ({len(tokens)} prompt + {max_tokens} new "
-            f"positions) but the pool has only {config.num_blocks}"
+            f"positions) but the pool has only {num_blocks}: raise {setting}"
         )
     return Request(request_id, tokens, max_tokens, eos_id, list(tokens))
 

@@ -236,6 +236,8 @@ class Runner:
         else:
             cursor = request.committed()
             stored = self.blocks.rows(request, "target", 0, cursor)
+        if cursor == n:  # a zero-token request computed every row of its prompt
+            return self.target.state_of(tokens, stored)
         local_start = max(0, cursor - self.target.window + 1, request.consumer_from)
         item = RowBatchItem(
             context=stored,

@@ -11,7 +11,7 @@ newest request) when the pool is short.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,7 +25,7 @@ from .request import EventLog, Request, Status
 from .speculation.budget import choose_budget, select_nodes
 from .speculation.proposal import Proposal
 
-Decision = Literal["run", "finish", "wait", "skip"]
+Decision = Literal["run", "wait", "skip"]
 
 
 @dataclass(eq=False)
@@ -50,7 +50,6 @@ class Scheduler:
         history: History,
         log: EventLog,
         counters: dict[str, int],
-        finish: Callable[[Request, str], object],
     ) -> None:
         self.config = config
         self.kv_models = kv_models
@@ -59,7 +58,6 @@ class Scheduler:
         self.history = history
         self.log = log
         self.counters = counters
-        self.finish = finish
         self.requests: dict[str, Request] = {}
         self.queue: deque[str] = deque()  # every unfinished request, between rounds
         self.admissions = 0
@@ -91,6 +89,21 @@ class Scheduler:
         self.delivered.discard(request.request_id)
         self.queue.append(request.request_id)
         return request
+
+    def stale(self, current: dict[str, str]) -> list[tuple[Request, str]]:
+        """Unfinished requests whose KV or tokens came from models since replaced, and why."""
+        found = []
+        for request_id in self.queue:
+            request = self.requests[request_id]
+            if request.identities is None or request.identities == current:
+                continue
+            changed = ", ".join(
+                f"the {role} model's weights changed (identity {old} -> {current[role]})"
+                for role, old in request.identities.items()
+                if current[role] != old
+            )
+            found.append((request, f"{changed} after this request's KV was computed"))
+        return found
 
     # -- admission --------------------------------------------------------------------------
 
@@ -126,10 +139,7 @@ class Scheduler:
                     yield request, "wait"
                     continue
                 resident += 1
-            if request.remaining <= 0:
-                yield request, "finish"  # finished on admission, without a place in the batch
-                continue
-            taken += 1
+            taken += 1  # a zero-token request too: it computes its prompt
             yield request, "run"
 
     def admit(self, now: float) -> list[Request]:
@@ -143,12 +153,9 @@ class Scheduler:
             if decision in ("wait", "skip"):
                 continue
             if request.admitted == 0:
-                self.restore(request, now, computes=decision == "run")
+                self.restore(request, now)
             request.status = Status.RUNNING
-            if decision == "finish":
-                self.finish(request, "length")
-            else:
-                batch.append(request)
+            batch.append(request)
         self.queue.extendleft(reversed(waiting))
         return batch
 
@@ -166,14 +173,14 @@ class Scheduler:
                 total += missing.get("draft", 0)
         return total
 
-    def restore(self, request: Request, now: float, *, computes: bool = True) -> None:
-        """Attach the longest usable cached prefix to a request that holds no rows. One that
-        does not `compute` (it has nothing to generate) finishes at admission: its restore
-        counts no rows."""
+    def restore(self, request: Request, now: float) -> None:
+        """Attach the longest usable cached prefix to a request that holds no rows."""
         cfg = self.config
         self.admissions += 1
         request.admitted = self.admissions
         request.fresh = True
+        if request.identities is None or request.generated == 0:
+            request.identities = self.prefixes.identities()  # what its rows will come from
         found = self.prefixes.lookup(tuple(request.tokens[:-1]), now)
         reused = found.reused
         if found.entry is not None:
@@ -191,8 +198,6 @@ class Scheduler:
         self.blocks.hash_full_blocks(request, min(request.cursors["target"]), self.prefixes.key())
         self.counters[found.cache] += 1
         encoder, consumer = request.cursors["target"]
-        if not computes:
-            encoder, consumer = n, n
         request.restore = {
             "cache": found.cache,
             "reused_positions": reused,

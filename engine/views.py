@@ -124,7 +124,7 @@ class Views:
             "acceptance": metrics["drafts"]["accepted"] / verified if verified else None,
             "queue": list(self.queue),
             "pool": {
-                "num_blocks": self.config.num_blocks,
+                "num_blocks": self.blocks.num_blocks,
                 "block_size": self.config.block_size,
                 "blocks": pool_blocks,
             },

@@ -1,4 +1,6 @@
-"""The in-app guide: a chapter list beside a Markdown viewer, in English or Chinese."""
+"""The in-app guide: a chapter list beside a Markdown viewer, in English or Chinese. It opens
+on the index (chapter 00) unless asked for a chapter; links between chapters are followed in
+place, links to a translation switch the language."""
 
 from __future__ import annotations
 
@@ -8,12 +10,28 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Header, MarkdownViewer, OptionList
+from textual.widgets import Footer, Header, Markdown, MarkdownViewer, OptionList
 from textual.widgets.option_list import Option
 
-from deepinfer_tui.guide import LANGUAGES, Chapter, for_terminal, list_chapters, read_chapter
+from deepinfer_tui.guide import (
+    INDEX,
+    LANGUAGES,
+    Chapter,
+    for_terminal,
+    linked_chapter,
+    list_chapters,
+    read_chapter,
+)
 
 LANGUAGE_NAMES = {"en": "English", "zh": "中文"}
+
+
+class ChapterViewer(MarkdownViewer):
+    """A viewer that leaves links to the guide screen: MarkdownViewer would look for the
+    linked file on disk, where a packaged chapter need not be."""
+
+    def _on_markdown_link_clicked(self, message: Markdown.LinkClicked) -> None:
+        message.prevent_default()  # the screen handles it as the message bubbles up
 
 
 class GuideScreen(Screen[None]):
@@ -42,7 +60,7 @@ class GuideScreen(Screen[None]):
         Binding("escape,q", "close", "Close guide"),
     ]
 
-    def __init__(self, chapter: str = "01", lang: str = "en") -> None:
+    def __init__(self, chapter: str = INDEX, lang: str = "en") -> None:
         super().__init__()
         # Validate now: a bad chapter or language is a programming error at the call site.
         self.chapter: Chapter = read_chapter(chapter, lang)
@@ -51,8 +69,11 @@ class GuideScreen(Screen[None]):
         yield Header()
         with Horizontal(id="guide-body"):
             yield OptionList(*self._options(), id="guide-chapters")
-            yield MarkdownViewer(
-                for_terminal(self.chapter), show_table_of_contents=False, id="guide-viewer"
+            yield ChapterViewer(
+                for_terminal(self.chapter),
+                show_table_of_contents=False,
+                open_links=False,  # a chapter link is not a web page: the screen follows it
+                id="guide-viewer",
             )
         yield Footer()
 
@@ -82,6 +103,24 @@ class GuideScreen(Screen[None]):
         await viewer.document.update(for_terminal(chapter))
         viewer.scroll_home(animate=False)
 
+    async def _open(self, chapter: Chapter) -> None:
+        """Show `chapter`, in its language, with the chapter list following."""
+        if chapter.lang != self.chapter.lang:
+            self._relabel(chapter.lang)
+        chapters = self.query_one("#guide-chapters", OptionList)
+        await self._show(chapter)
+        chapters.highlighted = chapters.get_option_index(chapter.id)
+
+    async def on_markdown_link_clicked(self, event: Markdown.LinkClicked) -> None:
+        event.stop()
+        chapter = linked_chapter(event.href, self.chapter.lang)
+        if chapter is not None:
+            await self._open(chapter)
+        elif "://" in event.href:
+            self.app.open_url(event.href)
+        else:
+            self.notify(f"Not a guide chapter: {event.href}", severity="warning")
+
     async def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if event.option.id is not None and event.option.id != self.chapter.id:
             await self._show(read_chapter(event.option.id, self.chapter.lang))
@@ -90,11 +129,14 @@ class GuideScreen(Screen[None]):
         # Enter on a chapter: move into the text so the arrow keys scroll it.
         self.query_one("#guide-viewer", MarkdownViewer).document.focus()
 
+    def _relabel(self, lang: str) -> None:
+        chapters = self.query_one("#guide-chapters", OptionList)
+        for translated in list_chapters(lang):
+            chapters.replace_option_prompt(translated.id, self._label(translated))
+
     async def action_toggle_language(self) -> None:
         other = LANGUAGES[(LANGUAGES.index(self.chapter.lang) + 1) % len(LANGUAGES)]
-        chapters = self.query_one("#guide-chapters", OptionList)
-        for translated in list_chapters(other):
-            chapters.replace_option_prompt(translated.id, self._label(translated))
+        self._relabel(other)
         await self._show(read_chapter(self.chapter.id, other))
 
     def action_close(self) -> None:

@@ -376,10 +376,21 @@ def test_trace_with_a_newer_version(capsys: pytest.CaptureFixture[str], tmp_path
 # -- guide ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_guide_without_a_chapter_prints_the_index(
+    capsys: pytest.CaptureFixture[str], lang: str
+) -> None:
+    code, out, _ = run(capsys, "guide", "--lang", lang)
+    index = run_json(capsys, "guide", "00", "--lang", lang)
+    assert code == 0 and out.startswith("# ") and out == index["text"]
+    for chapter in run_json(capsys, "guide", "--list", "--lang", lang)["chapters"][1:]:
+        assert chapter["slug"] in out  # the index links every chapter
+
+
 def test_guide_lists_and_prints_chapters(capsys: pytest.CaptureFixture[str]) -> None:
     listing = run_json(capsys, "guide", "--list")
     chapters = listing["chapters"]
-    assert listing["lang"] == "en" and chapters and chapters[0]["id"] == "01"
+    assert listing["lang"] == "en" and chapters and chapters[0]["id"] == "00"
     assert set(chapters[0]) == {"id", "slug", "title"}
     chapter = run_json(capsys, "guide", chapters[0]["id"], "--lang", "zh")
     assert set(chapter) == {"command", "id", "slug", "title", "lang", "text"}

@@ -27,8 +27,8 @@ from deepinfer_tui.screens.guide import GuideScreen
 
 REPO = Path(__file__).resolve().parents[2]
 
-# The chapters the guide promises (issue 8), in reading order.
-EXPECTED_IDS = ["01", "02", "03", "04", "05", "06", "07"]
+# The chapters the guide promises (issue 8), in reading order, after the index (issue 19).
+EXPECTED_IDS = ["00", "01", "02", "03", "04", "05", "06", "07"]
 
 # The debugger's keys as documented for users (issue 3, issue 5, issue 6, issue 8).
 DOCUMENTED_KEYS = {"space", "n", "r", "c", "b", "B", "u", "a", "t", "f", "e", "g", "f1", "?", "q"}
@@ -325,7 +325,7 @@ async def test_guide_screen_switches_chapter_and_language() -> None:
         assert second_zh.title in chinese_text
         assert len(CJK.findall(chinese_text)) > 300
         assert CJK.search(str(chapters.get_option_at_index(0).prompt))
-        assert chapters.highlighted == 1  # the language changed, the chapter did not
+        assert chapters.highlighted == 2  # the language changed, the chapter did not
 
         await pilot.press("l")
         await pilot.pause()
@@ -344,7 +344,7 @@ async def test_guide_screen_opens_on_the_requested_chapter_and_closes_with_q() -
         await pilot.pause()
         viewer = app.screen.query_one(MarkdownViewer)
         assert viewer.document.source == for_terminal(read_chapter("05", "zh"))
-        assert app.screen.query_one(OptionList).highlighted == 4
+        assert app.screen.query_one(OptionList).highlighted == 5
         await pilot.press("q")
         await pilot.pause()
         assert not isinstance(app.screen, GuideScreen)

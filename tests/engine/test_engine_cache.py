@@ -313,21 +313,22 @@ def test_a_prompt_sharing_no_token_with_live_entries_restores_cold() -> None:
     assert engine.metrics()["cache"] == {"hot": 0, "warm": 0, "cold": 2}
 
 
-def test_a_request_for_zero_tokens_finishes_at_admission_without_model_work() -> None:
+def test_a_request_for_zero_tokens_computes_only_what_the_cache_lacks() -> None:
     engine = Engine(TinyModel(seed=1), None, clock=ManualClock())
     engine.generate([1, 2, 3, 4], max_tokens=2)  # a prefix to restore from
-    work = dict(engine.metrics()["work"])
-    for prompt, cache in (([5, 6, 7], "cold"), ([1, 2, 3, 4, 9], "hot")):
+    for prompt, cache, reused in (([5, 6, 7], "cold", 0), ([1, 2, 3, 4, 9], "hot", 4)):
+        before = engine.metrics()["work"]["encoder_rows"]
         rid = engine.submit(prompt, max_tokens=0)
         events = engine.step()
-        assert [e["kind"] for e in events if e["request_id"] == rid] == ["restore", "finished"]
+        kinds = [e["kind"] for e in events if e["request_id"] == rid]
+        assert kinds[0] == "restore" and kinds[-2:] == ["publish", "finished"]
         restore = restore_of(events, rid)
-        assert restore["cache"] == cache
-        # The lookup happened; no row was computed for it.
-        assert (restore["encoder_rows"], restore["consumer_rows"]) == (0, 0)
+        assert (restore["cache"], restore["reused_positions"]) == (cache, reused)
+        # Every position the cache did not cover is computed, the last one too.
+        assert restore["encoder_rows"] == len(prompt) - reused
+        assert engine.metrics()["work"]["encoder_rows"] - before == len(prompt) - reused
         assert engine.result(rid).tokens == ()
         check_against_oracle(engine, rid)
-    assert engine.metrics()["work"] == work
 
 
 @pytest.mark.parametrize("prompt", [[5, 6, 7], [1, 2, 3, 4, 9], [1, 2, 3, 4]])

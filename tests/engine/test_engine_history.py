@@ -343,8 +343,8 @@ def test_undo_after_a_cache_eviction_keeps_restored_entries_exact() -> None:
     engine.generate([1, 2, 1, 2], max_tokens=1)  # cache entry X
     engine.generate([3, 3, 0, 0], max_tokens=1)  # cache entry A: one block, 4 positions
     b = engine.submit([3, 3, 3, 3], max_tokens=2)  # restores A's first 2 positions (hot)
-    c = engine.submit([1, 2, 5], max_tokens=0)  # finishes at admission; its publish evicts A
-    engine.step()  # B now writes its positions 2-3 into A's block, which it alone holds
+    c = engine.submit([1, 2, 5], max_tokens=0)  # computes its prompt in B's round
+    engine.step()  # B's and c's publishes evict both older entries, A among them
     engine.undo()  # A's entry is back in the cache
     engine.cancel(b)
     engine.cancel(c)

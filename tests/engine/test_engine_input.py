@@ -170,8 +170,17 @@ INT_FIELDS = [
 @pytest.mark.parametrize("field", INT_FIELDS)
 @pytest.mark.parametrize("value", [0, -3, True, 2.0, "4", None, math.inf])
 def test_config_rejects_non_positive_or_non_integer_sizes(field: str, value: object) -> None:
+    if field == "num_blocks" and value is None:
+        assert EngineConfig(num_blocks=None).num_blocks is None  # None: sized from memory
+        return
     with pytest.raises(ValueError, match=field):
         EngineConfig(**{field: value})
+
+
+@pytest.mark.parametrize("value", [0, -1.5, math.inf, math.nan, "32", None, True])
+def test_config_rejects_a_bad_kv_cache_memory(value: object) -> None:
+    with pytest.raises(ValueError, match="kv_cache_memory_mib"):
+        EngineConfig(kv_cache_memory_mib=value)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -179,7 +188,7 @@ def test_config_rejects_non_positive_or_non_integer_sizes(field: str, value: obj
     [{"num_blocks": 10**40}, {"block_size": 10**9}, {"num_blocks": 2**20, "block_size": 32}],
 )
 def test_config_names_a_pool_too_big_to_hold(sizes: dict[str, int]) -> None:
-    with pytest.raises(ValueError, match=r"num_blocks x block_size .* more than a pool may hold"):
+    with pytest.raises(ValueError, match=r"block_size .* more than a pool may hold"):
         EngineConfig(**sizes)
     EngineConfig(num_blocks=2**20, block_size=16)  # 2**24 positions: the bound itself is fine
 

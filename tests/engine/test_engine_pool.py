@@ -324,7 +324,7 @@ def test_pending_positions_is_what_the_next_round_computes_at_most(
     rng = random.Random(max_active * num_blocks)
     for length in (30, 3, 17, 9, 30, 1, 12):
         engine.submit([rng.randrange(32) for _ in range(length)], max_tokens=5)
-    engine.submit([5, 5, 5, 5, 5], max_tokens=0)  # finished on admission: takes no place
+    engine.submit([5, 5, 5, 5, 5], max_tokens=0)  # computes its prompt, then finishes
     engine.submit([1, 2, 3, 4, 5, 6, 7, 8], max_tokens=3)
     engine.submit([1, 2, 3, 4, 5, 6, 7, 8, 9], max_tokens=3)  # reuses the one before's prefix
     exact_rounds = 0
