@@ -75,8 +75,6 @@ class Engine:
             num_blocks=pool_blocks(cfg, self.target, draft),
             block_size=cfg.block_size,
         )
-        # The models' identities at the last check for replaced weights (None: check again).
-        self._checked_identities: dict[str, str] | None = None
         self.history = History(self.blocks)
         self.prefixes = Prefixes(self.models, cfg, self.blocks, self.log, self.counters)
         self.scheduler = Scheduler(
@@ -283,7 +281,6 @@ class Engine:
         undone = self.trace[checkpoint.trace_length :]
         self.history.load(checkpoint)
         self.history.after_rewind()
-        self._checked_identities = None  # restored requests may predate a weight change
         return undone
 
     # -- one round --------------------------------------------------------------------------
@@ -312,7 +309,6 @@ class Engine:
                 self.history.load(checkpoint)
             self.history.put_back(history, wrote=self.blocks.writes != writes)
             self.history.after_rewind()
-            self._checked_identities = None  # restored requests may predate a weight change
             self.log.emit("step_aborted", None, error_type=type(failure).__name__)
             raise
         return events
@@ -320,7 +316,7 @@ class Engine:
     def _round(self) -> None:
         self.log.tick += 1
         now = self.now()
-        self._fail_stale_requests()
+        self._fail_stale_requests()  # models whose weights were replaced
         self.prefixes.expire(now)
         batch = self.scheduler.admit(now)  # schedule
         if not batch:
@@ -361,16 +357,11 @@ class Engine:
             self.scheduler.queue.append(request.request_id)
 
     def _fail_stale_requests(self) -> None:
-        """A model whose weights were replaced never extends KV or tokens computed with the
-        old ones: such requests fail, and cached prefixes of the old weights are dropped.
-        Requests that computed nothing yet go on."""
-        current = self.prefixes.identities()
-        if current == self._checked_identities:
-            return  # the usual round: nothing changed since the last check
-        for request, why in self.scheduler.stale(current):
-            self._fail(request, why)
-        self.prefixes.drop_other_models()
-        self._checked_identities = current
+        stale = self.scheduler.stale()
+        if stale is not None:  # the models changed since the last check
+            for request, why in stale:
+                self._fail(request, why)
+            self.prefixes.drop_other_models()  # their keys could never match again
 
     def _fail(self, request: Request, error: str) -> None:
         self._finish(request, "error", error)

@@ -107,6 +107,7 @@ class History:
         scheduler.delivered.clear()
         scheduler.delivered.update(checkpoint.delivered)
         scheduler.admissions = checkpoint.admissions
+        scheduler.checked_identities = None  # restored requests may predate a weight change
         self.prefixes.cache = checkpoint.cache.copy()
         self.counters.update(checkpoint.counters)
         self.log.truncate(checkpoint.trace_length)

@@ -63,6 +63,8 @@ class Scheduler:
         self.admissions = 0
         self.finished: list[str] = []  # finish order, for run()'s delivery
         self.delivered: set[str] = set()  # results run() or generate() returned
+        # The models' identities at the last check for replaced weights (None: check again).
+        self.checked_identities: dict[str, str] | None = None
 
     # -- finishing and reopening ------------------------------------------------------------
 
@@ -90,8 +92,15 @@ class Scheduler:
         self.queue.append(request.request_id)
         return request
 
-    def stale(self, current: dict[str, str]) -> list[tuple[Request, str]]:
-        """Unfinished requests whose KV or tokens came from models since replaced, and why."""
+    def stale(self) -> list[tuple[Request, str]] | None:
+        """None if the models are those of the last check (the usual round). Else the
+        unfinished requests whose KV or tokens came from models whose weights were replaced
+        since, and why: a model never extends KV computed with other weights. Requests that
+        computed nothing yet go on."""
+        current = self.prefixes.identities()
+        if current == self.checked_identities:
+            return None
+        self.checked_identities = current
         found = []
         for request_id in self.queue:
             request = self.requests[request_id]
