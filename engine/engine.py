@@ -22,7 +22,7 @@ from .request import COUNTERS, Event, EventLog, Request, new_request, shown
 from .rows import FinishedRows
 from .runner import Runner, Verified
 from .scheduler import Scheduler
-from .speculation.drafter import Drafter, ModelDrafter, NoDrafter
+from .speculation.drafter import drafter_for
 from .views import Views
 
 _ENGINE_SERIALS = itertools.count()
@@ -81,11 +81,9 @@ class Engine:
             cfg, self.kv_models, self.blocks, self.prefixes, self.history, self.log, self.counters
         )
         self.runner = Runner(self.models, self.blocks, cfg, next(_ENGINE_SERIALS))
-        self.drafter: Drafter = NoDrafter()
-        if draft is not None:
-            self.drafter = ModelDrafter(
-                draft, self.runner, cfg, self.counters, reads_target=self.draft_reads_target
-            )
+        self.drafter = drafter_for(
+            draft, self.runner, cfg, self.counters, reads_target=self.draft_reads_target
+        )
         self.views = Views(
             cfg, self.models, self.requests, self.scheduler.queue, self.scheduler.finished,
             self.blocks,

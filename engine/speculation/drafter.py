@@ -47,6 +47,20 @@ class NoDrafter:
         pass
 
 
+def drafter_for(
+    draft: TinyModel | None,
+    runner: Runner,
+    config: EngineConfig,
+    counters: dict[str, int],
+    *,
+    reads_target: bool,
+) -> Drafter:
+    """The drafter an engine with this draft model uses (a new kind of drafter is chosen here)."""
+    if draft is None:
+        return NoDrafter()
+    return ModelDrafter(draft, runner, config, counters, reads_target=reads_target)
+
+
 class ModelDrafter:
     """Grows each request's tree one level per batched draft forward.
 
