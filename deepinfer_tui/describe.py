@@ -17,8 +17,15 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
 
 
 def format_blocks(values: Iterable[int]) -> str:
-    """Block ids as the log, the CLI and exports show them: #2 #7."""
-    return " ".join(f"#{b}" for b in values)
+    """Block ids as the log, the CLI and exports show them, in their order, each run of
+    consecutive ids as a range: #2 #7-#9 (a 50-block publish reads as one range)."""
+    runs: list[list[int]] = []
+    for block in values:
+        if runs and block == runs[-1][1] + 1:
+            runs[-1][1] = block
+        else:
+            runs.append([block, block])
+    return " ".join(f"#{first}" if first == last else f"#{first}-#{last}" for first, last in runs)
 
 
 def describe(event: Mapping[str, Any]) -> str:

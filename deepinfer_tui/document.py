@@ -237,7 +237,7 @@ def request_section(request: dict[str, Any]) -> Panel:
             f"{restore['recovery_mode']} recovery"
         )
     if request["preemptions"]:
-        lines.append(f"\npreempted {request['preemptions']} times")
+        lines.append(f"\npreempted {plural(request['preemptions'], 'time')}")
     status = request["status"] + (
         f" ({request['finish_reason']})" if request["finish_reason"] else ""
     )

@@ -2,8 +2,11 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+CLI = Path(__file__).resolve().parents[1] / "deepinfer_tui" / "cli"
 
 
 def _loaded_after_import(module: str) -> set[str]:
@@ -33,6 +36,8 @@ def test_engine_loads_neither_textual_nor_rich() -> None:
         "deepinfer_tui.legend",
         "deepinfer_tui.parsing",
         "deepinfer_tui.cli",
+        # every module of the command line, each on its own (the app loads only on launch)
+        *sorted(f"deepinfer_tui.cli.{p.stem}" for p in CLI.glob("*.py") if p.stem != "__init__"),
     ],
 )
 def test_debugger_core_never_imports_textual(module: str) -> None:

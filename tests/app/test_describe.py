@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
-from deepinfer_tui.describe import describe
+from rich.console import Console
+
+from deepinfer_tui.describe import describe, format_blocks
+from deepinfer_tui.document import request_section
 from engine import Engine, EngineConfig, TinyModel, make_draft
 
 
@@ -40,3 +43,28 @@ def test_rounds_are_t_n_and_clock_times_are_seconds() -> None:
     # Published at 0s, hot for the default state_ttl: the expiry is a time, not a round.
     assert re.search(r"alive until [0-9.]+s\b", restore), restore
     assert "t=" not in " ".join(lines)
+
+
+def test_block_ids_fold_runs_of_consecutive_ids_into_ranges() -> None:
+    assert format_blocks([]) == ""
+    assert format_blocks([4]) == "#4"
+    assert format_blocks([224, 225, 226, 227]) == "#224-#227"
+    assert format_blocks([2, 7, 8, 9, 3]) == "#2 #7-#9 #3"  # their order is kept
+    assert format_blocks([9, 8, 7]) == "#9 #8 #7"  # a run counts upwards only
+    event = {"kind": "publish", "tick": 3, "request_id": "a", "positions": 800}
+    line = describe({**event, "blocks": list(range(224, 274)), "hot_until": 3, "warm_until": 9})
+    assert "in #224-#273 (" in line
+
+
+def test_a_request_preempted_once_says_time_not_times() -> None:
+    config = EngineConfig(num_blocks=8, block_size=2, max_active=4)
+    engine = Engine(TinyModel(seed=2, depth=2), None, config=config)
+    for first in range(1, 5):
+        engine.submit([first, 2, 3, 4, 5, 6], max_tokens=8)
+    engine.run()
+    requests = engine.snapshot()["requests"]
+    assert [r["preemptions"] for r in requests] == [1, 1, 1, 1]
+    console = Console(width=100, record=True)
+    console.print(request_section(requests[0]))
+    shown = console.export_text()
+    assert "preempted 1 time" in shown and "preempted 1 times" not in shown

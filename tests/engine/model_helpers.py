@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from engine import TinyModel
@@ -32,6 +34,41 @@ def chain_item(
         context_key=context_key,
     )
     return item, full
+
+
+def replay_item(
+    model: TinyModel, tokens: tuple[int, ...], full: Rows, encoder: int, consumer: int
+) -> RowBatchItem:
+    """A warm restore of `tokens`: the encoder side of [0, encoder) is stored (from `full`),
+    the consumers are replayed from position `consumer` on."""
+    local_start = max(0, consumer - model.window + 1)
+    return RowBatchItem(
+        context=full.take(slice(0, encoder)),
+        local=full.take(slice(local_start, consumer)),
+        local_positions=np.arange(local_start, consumer),
+        tokens=np.array(tokens[consumer:]),
+        positions=np.arange(consumer, len(tokens)),
+        parents=np.arange(len(tokens) - consumer) - 1,
+        replay=encoder - consumer,
+    )
+
+
+def bounded_prefill(
+    model: TinyModel, tokens: tuple[int, ...] | list[int], lower: int, mode: str, **fields: Any
+) -> RowBatchItem:
+    """A whole prompt's prefill under bounded recovery `mode` ("mask" or "compact") from
+    position `lower` on."""
+    return RowBatchItem(
+        context=Rows.empty(model.layout),
+        local=Rows.empty(model.layout),
+        local_positions=np.zeros(0, dtype=np.int64),
+        tokens=np.array(tokens),
+        positions=np.arange(len(tokens)),
+        parents=np.arange(len(tokens)) - 1,
+        local_lower=lower,
+        consumer_from=lower if mode == "compact" else 0,
+        **fields,
+    )
 
 
 def max_difference(left: np.ndarray, right: np.ndarray) -> float:

@@ -27,6 +27,10 @@ from hypothesis import strategies as st
 import engine.model as model_module
 import engine.speculation.drafter as engine_module
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
+from engine.model.fastpaths import buffers as buffers_module
+from engine.model.fastpaths import forward as forward_module
+from engine.model.fastpaths import groups as groups_module
+from engine.model.fastpaths import padded as padded_module
 from engine.rows import RowBatchItem, Rows
 from tests.engine.helpers import (
     TOLERANCE,
@@ -41,7 +45,7 @@ from tests.engine.helpers import (
     events_of,
     install,
 )
-from tests.engine.model_helpers import chain_item, max_difference
+from tests.engine.model_helpers import bounded_prefill, chain_item, max_difference
 
 COMMON = dict(
     deadline=None,
@@ -77,7 +81,7 @@ def level_item(first: RowBatchItem, rows: Rows, sequence: list[int], new: int) -
 def work_buffers(mode: str) -> Iterator[None]:
     """ "shrunk at once": every work buffer shrinks on its first underused call and is dropped
     after one forward without use, so the rows kept across calls move between buffers all the
-    time (see `TinyModel._shrink`). "grouped by length mod 3": a batch is computed in up to
+    time (see `WorkBuffers._shrink`). "grouped by length mod 3": a batch is computed in up to
     three groups of like lengths modulo 3 (see `length_groups`), so items move between groups
     and their buffers as they grow, and groups share a power of 4. "kept": as the engine
     runs."""
@@ -85,14 +89,14 @@ def work_buffers(mode: str) -> Iterator[None]:
         yield
     elif mode == "grouped by length mod 3":
         with (
-            patch.object(model_module, "length_groups", groups_by_length_mod_3),
+            patch.object(forward_module, "length_groups", groups_by_length_mod_3),
             patch.object(engine_module, "length_groups", groups_by_length_mod_3),
         ):
             yield
     else:
         with (
-            patch.object(model_module, "SHRINK_AFTER", 1),
-            patch.object(model_module, "PADDED_ROWS", 1),
+            patch.object(buffers_module, "SHRINK_AFTER", 1),
+            patch.object(padded_module, "PADDED_ROWS", 1),
         ):
             yield
 
@@ -178,19 +182,8 @@ def test_bounded_prefills_in_a_uniform_batch_keep_their_bounds(mode: str) -> Non
     for sequence in sequences:
         lower = len(sequence) - keep
         bounded = model.full_forward(tuple(sequence), mode=mode, keep=keep)
-        items.append(
-            RowBatchItem(
-                context=Rows.empty(model.layout),
-                local=Rows.empty(model.layout),
-                local_positions=np.zeros(0, dtype=np.int64),
-                tokens=np.array(sequence),
-                positions=np.arange(len(sequence)),
-                parents=np.arange(len(sequence)) - 1,
-                local_lower=lower,
-                consumer_from=lower if mode == "compact" else 0,
-                context_key=("bounded", tuple(sequence)),
-            )
-        )
+        key = ("bounded", tuple(sequence))
+        items.append(bounded_prefill(model, sequence, lower, mode, context_key=key))
         expected.append(bounded.data)
         exact.append(model.full_forward(tuple(sequence)).data)
     for out, want, plain in zip(model.compute_rows(items), expected, exact):
@@ -585,7 +578,7 @@ def test_a_work_buffer_no_forward_uses_goes_and_comes_back_exact() -> None:
     try:
         model.forward_rows(longs)
         grown, _ = tracemalloc.get_traced_memory()
-        for _ in range(model_module.SHRINK_AFTER + 1):  # decode steps: no padded buffer
+        for _ in range(buffers_module.SHRINK_AFTER + 1):  # decode steps: no padded buffer
             model.forward_rows([short])
         after, _ = tracemalloc.get_traced_memory()
     finally:
@@ -627,20 +620,20 @@ def rounds_traced(long_prompt: int, *, grouped: bool = True) -> tuple[int, int, 
     batch is never cut into length groups (so the long context pads every item)."""
     tracemalloc.start()
     try:
-        with patch.object(model_module, "GROUP_ROWS", 512 if grouped else 10**9):
+        with patch.object(groups_module, "GROUP_ROWS", 512 if grouped else 10**9):
             engine = Engine(
                 TinyModel(seed=3),
                 config=EngineConfig(max_active=17, num_blocks=400, block_size=16),
                 clock=ManualClock(),
             )
             for i in range(16):
-                engine.submit([i, 1, 2, 3], max_tokens=2 * model_module.SHRINK_AFTER + 8)
+                engine.submit([i, 1, 2, 3], max_tokens=2 * buffers_module.SHRINK_AFTER + 8)
             long = engine.submit([i % 32 for i in range(long_prompt)], max_tokens=8)
             for _ in range(3):
                 engine.step()
             grown, _ = tracemalloc.get_traced_memory()
             engine.cancel(long)
-            for _ in range(model_module.SHRINK_AFTER + 2):
+            for _ in range(buffers_module.SHRINK_AFTER + 2):
                 engine.step()
             after, _ = tracemalloc.get_traced_memory()
     finally:

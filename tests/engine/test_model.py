@@ -17,7 +17,7 @@ import pytest
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.rows import RowBatchItem
 from tests.engine.helpers import TOLERANCE, ManualClock, check_all_finished, drain
-from tests.engine.model_helpers import chain_item, max_difference
+from tests.engine.model_helpers import chain_item, max_difference, replay_item
 
 TOKENS = (5, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5)
 
@@ -98,17 +98,7 @@ def test_replay_rows_rebuild_the_consumers_over_stored_encoder_rows(
     model = TinyModel(seed=8, window=4)
     full = model.full_forward(TOKENS)
     layout = model.layout
-    local_start = max(0, consumer - model.window + 1)
-    item = RowBatchItem(
-        context=full.take(slice(0, encoder)),
-        local=full.take(slice(local_start, consumer)),
-        local_positions=np.arange(local_start, consumer),
-        tokens=np.array(TOKENS[consumer:]),
-        positions=np.arange(consumer, len(TOKENS)),
-        parents=np.arange(len(TOKENS) - consumer) - 1,
-        replay=encoder - consumer,
-    )
-    (out,) = model.forward_rows([item])
+    (out,) = model.forward_rows([replay_item(model, TOKENS, full, encoder, consumer)])
     expected = full.data[consumer:]
     replay = encoder - consumer
     consumer_part = slice(layout.local.start, layout.logits.stop)  # local K/V and logits
@@ -369,6 +359,6 @@ def test_a_second_level_that_is_not_a_chain_takes_the_general_path(case: str) ->
             )
         )
     outputs = model.forward_rows(levels)
-    expected = general._compute_rows(levels)  # the tree-masked path, held to the oracle
+    expected = general.compute_rows(levels, fast_paths=False)  # the plain tree-masked forward
     for out, want in zip(outputs, expected):
         assert max_difference(out.data, want.data) < TOLERANCE

@@ -1,0 +1,147 @@
+"""The parser's plumbing and the option groups several commands share, each defined once."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import textwrap
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+from ..export import DEFAULT_EXPORT_DIR
+from ..parsing import parse_tokens, shown, whole_number
+from . import shapes
+from .exits import UsageError
+
+Handler = Callable[[argparse.Namespace], int]
+DEFAULT_EXPORT_FOLDER = f"./{DEFAULT_EXPORT_DIR}/"
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written; option help wrapped at spaces only, so a path
+    such as ./deepinfer-exports/ is never split at its hyphen."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        text = re.sub(r"\s+", " ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (no usage dump) and never exits by itself."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        option = re.fullmatch(r"argument (--[\w-]+)(?:/\S+)?: expected one argument", message)
+        if option:  # argparse takes a value starting with "-" (e.g. "-1,2") for an option
+            message += f" (if its value starts with '-', write {option[1]}=VALUE)"
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        # argparse drops write errors: --help into a full disk would exit 0, printing nothing.
+        if message:
+            (file or sys.stderr).write(message)
+
+
+def add_command(
+    commands: Any, name: str, summary: str, details: str, run: Handler
+) -> argparse.ArgumentParser:
+    """A command's parser: its summary, details and JSON shape as its description."""
+    description = f"{summary}\n\n{details}"
+    if name in shapes.SHAPES:
+        description += "\n\n" + shapes.help_text(name)
+    sub = commands.add_parser(
+        name, help=summary, description=description, formatter_class=HelpFormatter
+    )
+    sub.set_defaults(handler=run, command=name)
+    return sub
+
+
+# -- argument types ------------------------------------------------------------------------------
+
+
+def _whole(text: str, minimum: int) -> int:
+    value = whole_number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    if value < minimum:
+        kind = "positive" if minimum == 1 else "non-negative"
+        raise argparse.ArgumentTypeError(f"expected a {kind} whole number, got {text!r}")
+    return value
+
+
+def positive(text: str) -> int:
+    return _whole(text, 1)
+
+
+def non_negative(text: str) -> int:
+    return _whole(text, 0)
+
+
+def token_list(text: str) -> list[int]:
+    """ "1,2,3" (commas and/or spaces) -> [1, 2, 3]; the vocabulary is checked later."""
+    try:
+        return parse_tokens(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"bad token list {shown(text)}: {error}") from None
+
+
+# -- shared options ------------------------------------------------------------------------------
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+
+
+def add_trace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trace", action="store_true", help="also print every engine event")
+
+
+def add_scenario_option(parser: argparse.ArgumentParser, text: str, dest: str = "scenario") -> None:
+    parser.add_argument("--scenario", metavar="FILE", dest=dest, help=text)
+
+
+_ENGINE_FLAGS = (
+    ("seed", non_negative, "model seed (the draft's: the scenario's draft seed, else N + 1)"),
+    ("batch-budget", positive, "positions verified per round, all requests together"),
+    ("draft-width", positive, "deepest draft-tree level"),
+    ("branching", positive, "children per expanded draft node (1 = a chain)"),
+    ("block-size", positive, "positions per KV block"),
+    ("num-blocks", positive, "blocks in the KV pool"),
+    ("window", positive, "local attention window of the target model"),
+    (
+        "keep",
+        positive,
+        "bounded recovery: positions local attention sees after a restore (compact: also the "
+        "only ones whose consumers run)",
+    ),
+    ("undo-depth", non_negative, "rounds that undo can rewind (0: no undo history)"),
+)
+ENGINE_SETTINGS = [flag.replace("-", "_") for flag, *_ in _ENGINE_FLAGS] + [
+    "recovery_mode",
+    "greedy",
+]
+
+
+def add_engine_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """The engine settings the app, generate and export take (dests led by `prefix`)."""
+    group = parser.add_argument_group("engine settings (override the scenario's)")
+    for flag, kind, text in _ENGINE_FLAGS:
+        dest = prefix + flag.replace("-", "_")
+        group.add_argument(f"--{flag}", type=kind, metavar="N", help=text, dest=dest)
+    group.add_argument(
+        "--recovery-mode",
+        choices=("exact", "mask", "compact"),
+        dest=f"{prefix}recovery_mode",
+        help="exact (default) or a bounded approximation: mask or compact",
+    )
+    group.add_argument(
+        "--greedy", action="store_true", dest=f"{prefix}greedy", help="no draft model, no drafts"
+    )
+
+
+def engine_overrides(args: argparse.Namespace, prefix: str = "") -> dict[str, Any]:
+    """The engine flags as Scenario.with_overrides() keywords (their dests, less the prefix)."""
+    return {name: getattr(args, prefix + name) for name in ENGINE_SETTINGS}
