@@ -9,7 +9,7 @@ It also maps a request's positions to pool slots.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -175,8 +175,9 @@ class BlockManager:
         """Mark one model's positions [start, stop) of the request as committed."""
         self.pool.seal(request.table, start, stop, role=role)
 
-    def hash_full_blocks(self, request: Request, cursor: int, key: str) -> None:
-        """Chain a prefix hash over every newly filled block (blocks are immutable once full)."""
+    def hash_full_blocks(self, request: Request, cursor: int, key: Callable[[], str]) -> None:
+        """Chain a prefix hash over every newly filled block (blocks are immutable once full);
+        the first block's chain starts from `key()`."""
         size = self.block_size
         hashes, table = self.pool.block_hash, request.table
         full = cursor // size
@@ -184,7 +185,7 @@ class BlockManager:
         for index in range(request.hashed, full):
             block = table[index]
             if previous is None:  # the chain starts from the key, or from the block before
-                previous = key if index == 0 else hashes[table[index - 1]]
+                previous = key() if index == 0 else hashes[table[index - 1]]
             if hashes[block] is None:
                 chunk = tuple(request.tokens[index * size : (index + 1) * size])
                 digest = hashlib.blake2b(repr((previous, chunk)).encode(), digest_size=4)

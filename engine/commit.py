@@ -6,6 +6,8 @@ the request: its tokens, cursors, rows, blocks and counters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .blocks import BlockManager
@@ -22,10 +24,11 @@ def commit(
     drafter: Drafter,
     counters: dict[str, int],
     log: EventLog,
-    cache_key: str,
-) -> list[int]:
-    """Commit the accepted tokens (returned); record the round as the request's
-    `last_commit` and as `verify` and `commit` events."""
+    cache_key: Callable[[], str],
+) -> tuple[list[int], bool]:
+    """Commit the accepted tokens; record the round as the request's `last_commit` and as
+    `verify` and `commit` events. Returns the new tokens and whether they were the last the
+    request may generate."""
     request, tree, tick = verified.request, verified.tree, log.tick
     n = len(request.tokens)
     consumer = request.cursors["target"][1]  # admitted requests always have cursors
@@ -35,7 +38,7 @@ def commit(
     new_tokens = [tree.tokens[i] for i in decision.path]
     if decision.next_token is not None:
         new_tokens.append(decision.next_token)
-    new_tokens = new_tokens[: request.remaining]  # the remaining before this round's tokens
+    new_tokens = new_tokens[: (remaining := request.remaining)]  # before this round's tokens
     request.tokens.extend(new_tokens)
     # Every row before the new pending token is computed; a zero-token request commits
     # nothing, and every row of its prompt (the last one too) is computed.
@@ -75,7 +78,7 @@ def commit(
         rolled_back_positions=rolled_back,
         freed_blocks=dropped,
     )
-    return new_tokens
+    return new_tokens, remaining <= len(new_tokens)
 
 
 def _move_accepted_rows(blocks: BlockManager, verified: Verified, path: list[int]) -> None:

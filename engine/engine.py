@@ -340,8 +340,8 @@ class Engine:
         """Commit one request's accepted tokens, publish a new prefix, then finish the request
         or queue it for the next round."""
         request = verified.request
-        new_tokens = commit(
-            verified, self.blocks, self.drafter, self.counters, self.log, self.prefixes.key()
+        new_tokens, exhausted = commit(
+            verified, self.blocks, self.drafter, self.counters, self.log, self.prefixes.key
         )
         if request.fresh:
             request.fresh = False
@@ -349,7 +349,7 @@ class Engine:
         stopped = request.eos_id is not None and request.generated > 0
         if stopped and new_tokens[-1:] == [request.eos_id]:
             self._finish(request, "stop", now=now)
-        elif request.remaining <= 0:
+        elif exhausted:
             self._finish(request, "length", now=now)
         else:
             self.scheduler.queue.append(request.request_id)

@@ -25,24 +25,15 @@ class Verified:
     """One request's verified rows: the target's argmax at the root and every verified node."""
 
     plan: Scheduled
+    request: Request
+    tree: DraftTree
+    selected: list[int]
     item: RowBatchItem
     out: Rows
     rows: dict[int, int]  # tree node -> row of `out`
     slots: np.ndarray  # pool slots of `out`
     argmax: dict[int, int]
     depth: int  # the target's layers: each consumer row is computed once per layer
-
-    @property
-    def request(self) -> Request:
-        return self.plan.proposal.request
-
-    @property
-    def tree(self) -> DraftTree:
-        return self.plan.proposal.tree
-
-    @property
-    def selected(self) -> list[int]:
-        return self.plan.selected
 
 
 class Runner:
@@ -193,7 +184,10 @@ class Runner:
                 continue
             consumer = request.cursor("target")[1]
             slots = self.blocks.slot_array(request, consumer, consumer + len(out))
-            verified.append(Verified(plan, item, out, rows, slots, {}, self.target.depth))
+            tree, selected, depth = plan.proposal.tree, plan.selected, self.target.depth
+            verified.append(
+                Verified(plan, request, tree, selected, item, out, rows, slots, {}, depth)
+            )
         if verified:
             self._store_and_argmax(verified, flat)
         return verified
@@ -206,7 +200,7 @@ class Runner:
         One write for the whole batch: each request's slots are its own blocks (copy-on-write
         happened when the round reserved space), so no commit touches another's rows.
         """
-        if all(not v.item.replay for v in verified):
+        if not [v for v in verified if v.item.replay]:
             rows = flat if flat is not None else np.concatenate([v.out.data for v in verified])
             slots = np.concatenate([v.slots for v in verified])
             self.blocks.write("target", slots, Rows(rows, self.target.layout))

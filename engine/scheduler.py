@@ -11,7 +11,6 @@ newest request) when the pool is short.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,10 +33,7 @@ class Scheduled:
 
     proposal: Proposal
     selected: list[int]
-
-    @property
-    def request(self) -> Request:
-        return self.proposal.request
+    request: Request  # the proposal's, kept at hand (read several times per request)
 
 
 class Scheduler:
@@ -127,29 +123,31 @@ class Scheduler:
         there, not over every request ever submitted (finished ones pile up)."""
         return sum(self.requests[i].status == Status.RUNNING for i in self.queue)
 
-    def _walk(self) -> Iterator[tuple[Request, Decision]]:
+    def _walk(self) -> list[tuple[Request, Decision]]:
         """The queue's head in order, each with what this round does with it, until the batch
         is full. Changes nothing: `admit` acts on it, `pending_positions` only counts."""
+        walked: list[tuple[Request, Decision]] = []
         cap = self.batch_cap()
         # At most max_active requests hold KV at once: one that is not running yet waits for a
         # place (in its queue position), or round-robin would admit every queued request in
         # turn, run the pool dry and preempt the newest forever while the oldest starve.
         resident = self.resident()
         taken = 0
-        for request_id in list(self.queue):
+        for request_id in self.queue:
             if taken == cap:
-                return
+                break
             request = self.requests[request_id]
             if request.finished:
-                yield request, "skip"
+                walked.append((request, "skip"))
                 continue
             if request.status != Status.RUNNING:
                 if resident >= self.config.max_active:
-                    yield request, "wait"
+                    walked.append((request, "wait"))
                     continue
                 resident += 1
             taken += 1  # a zero-token request too: it computes its prompt
-            yield request, "run"
+            walked.append((request, "run"))
+        return walked
 
     def admit(self, now: float) -> list[Request]:
         """Take this round's batch out of the queue; waiting requests keep their places."""
@@ -204,7 +202,7 @@ class Scheduler:
             for cursor in request.cursors.values():
                 cursor[1] = max(cursor[1], min(request.consumer_from, cursor[0]))
         # Blocks it already holds in full (a hot hit) are hashed now, as if it had filled them.
-        self.blocks.hash_full_blocks(request, min(request.cursors["target"]), self.prefixes.key())
+        self.blocks.hash_full_blocks(request, min(request.cursors["target"]), self.prefixes.key)
         self.counters[found.cache] += 1
         encoder, consumer = request.cursors["target"]
         request.restore = {
@@ -230,7 +228,7 @@ class Scheduler:
             current, previous, max_batch_tokens=cfg.max_batch_tokens, cost_curve=cfg.cost_curve
         )
         plans = [
-            Scheduled(p, select_nodes(p.tree, length - 1))
+            Scheduled(p, select_nodes(p.tree, length - 1), p.request)
             for p, length in zip(proposals, budget.per_request)
         ]
         self.log.emit(
