@@ -26,9 +26,8 @@ def commit(
     log: EventLog,
     cache_key: Callable[[], str],
 ) -> tuple[list[int], bool]:
-    """Commit the accepted tokens; record the round as the request's `last_commit` and as
-    `verify` and `commit` events. Returns the new tokens and whether they were the last the
-    request may generate."""
+    """Commit the accepted tokens; record the round (`last_commit`, `verify` and `commit`
+    events). Returns the new tokens and whether the request may generate no more."""
     request, tree, tick = verified.request, verified.tree, log.tick
     n = len(request.tokens)
     consumer = request.cursors["target"][1]  # admitted requests always have cursors
