@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+Event = Mapping[str, Any]  # an engine event or session note, as Session.log() gives them
 
 
 def format_tokens(values: Sequence[int]) -> str:
@@ -28,76 +30,114 @@ def format_blocks(values: Iterable[int]) -> str:
     return " ".join(f"#{first}" if first == last else f"#{first}-#{last}" for first, last in runs)
 
 
-def describe(event: Mapping[str, Any]) -> str:
+def describe(event: Event) -> str:
+    """The event as one line: its tick and request, then what its kind's formatter says (an
+    unknown kind: just the kind)."""
     kind = event.get("kind", "?")
     rid = event.get("request_id")
     head = f"t{event.get('tick', 0)}" + (f" {rid}" if rid else "")
-    if kind == "queued":
-        return (
-            f"{head} queued: {plural(event['prompt_positions'], 'prompt position')}, "
-            f"up to {plural(event['max_tokens'], 'new token')}"
-        )
-    if kind == "restore":
-        return (
-            f"{head} restore {event['cache']}: reused {event['reused_positions']}, "
-            f"computing {event['encoder_rows']} ({event['reason']})"
-        )
-    if kind == "draft":
-        nodes = event.get("nodes", [])
-        depth = max((n["depth"] for n in nodes), default=0)
-        return f"{head} draft tree: {plural(len(nodes) - 1, 'node')}, depth {depth}"
-    if kind == "budget":
-        graph = f", graph size {event['graph_size']}" if event.get("graph_size") else ""
-        return (
-            f"{head} budget {plural(event['total'], 'position')} for "
-            f"{plural(len(event['requests']), 'request')} {event['per_request']}{graph}, "
-            f"expected {event['expected_tokens']:.2f}"
-        )
-    if kind == "verify":
-        verdicts = [n["verdict"] for n in event.get("nodes", [])]
-        return (
-            f"{head} verify: {verdicts.count('accepted')} accepted, "
-            f"{verdicts.count('rejected')} rejected, {verdicts.count('unverified')} unverified"
-        )
-    if kind == "commit":
-        line = (
-            f"{head} commit {format_tokens(event['tokens'])} accepted {event['accepted']} "
-            f"of {event['verified']} verified ({event['outcome']})"
-        )
-        if event["rolled_back_positions"]:
-            line += f" · rolled back {plural(event['rolled_back_positions'], 'position')}"
-        if event["freed_blocks"]:
-            line += f" · freed {format_blocks(event['freed_blocks'])}"
-        return line
-    if kind == "publish":
-        return (
-            f"{head} publish {plural(event['positions'], 'position')} in "
-            f"{format_blocks(event['blocks'])} "
-            f"(hot until {event['hot_until']:g}s, warm until {event['warm_until']:g}s)"
-        )
-    if kind == "evict":
-        return (
-            f"{head} evict {event['positions']}-position prefix ({event['reason']}), "
-            f"blocks {format_blocks(event['blocks'])}"
-        )
-    if kind == "preempt":
-        lost = plural(event["lost_positions"], "position")
-        return f"{head} preempted: lost {lost} ({event['reason']})"
-    if kind == "deferred":
-        return f"{head} deferred: {event['reason']}"
-    if kind == "finished":
-        line = (
-            f"{head} finished: {event['finish_reason']} after {plural(event['generated'], 'token')}"
-        )
-        return line + (f" ({event['error']})" if event.get("error") else "")
-    if kind == "rollback":
-        freed = f" · freed {format_blocks(event['freed_blocks'])}" if event["freed_blocks"] else ""
-        return f"{head} rollback: removed {format_tokens(event['removed'])}{freed}"
-    if kind == "step_aborted":
-        return f"{head} round aborted by {event['error_type']}; engine restored"
-    if kind == "note":
-        return f"{head} · {event['text']}"
-    return f"{head} {kind}"
+    formatter = _FORMATTERS.get(kind) if isinstance(kind, str) else None
+    return f"{head} {formatter(event) if formatter else kind}"
+
+
+# -- one formatter per event kind: what follows the tick and request id -----------------------
+
+
+def _queued(event: Event) -> str:
+    prompt = plural(event["prompt_positions"], "prompt position")
+    return f"queued: {prompt}, up to {plural(event['max_tokens'], 'new token')}"
+
+
+def _restore(event: Event) -> str:
+    return (
+        f"restore {event['cache']}: reused {event['reused_positions']}, "
+        f"computing {event['encoder_rows']} ({event['reason']})"
+    )
+
+
+def _draft(event: Event) -> str:
+    nodes = event.get("nodes", [])
+    depth = max((n["depth"] for n in nodes), default=0)
+    return f"draft tree: {plural(len(nodes) - 1, 'node')}, depth {depth}"
+
+
+def _budget(event: Event) -> str:
+    graph = f", graph size {event['graph_size']}" if event.get("graph_size") else ""
+    return (
+        f"budget {plural(event['total'], 'position')} for "
+        f"{plural(len(event['requests']), 'request')} {event['per_request']}{graph}, "
+        f"expected {event['expected_tokens']:.2f}"
+    )
+
+
+def _verify(event: Event) -> str:
+    verdicts = [n["verdict"] for n in event.get("nodes", [])]
+    return (
+        f"verify: {verdicts.count('accepted')} accepted, "
+        f"{verdicts.count('rejected')} rejected, {verdicts.count('unverified')} unverified"
+    )
+
+
+def _commit(event: Event) -> str:
+    line = (
+        f"commit {format_tokens(event['tokens'])} accepted {event['accepted']} "
+        f"of {event['verified']} verified ({event['outcome']})"
+    )
+    if event["rolled_back_positions"]:
+        line += f" · rolled back {plural(event['rolled_back_positions'], 'position')}"
+    return line + _freed(event)
+
+
+def _publish(event: Event) -> str:
+    return (
+        f"publish {plural(event['positions'], 'position')} in "
+        f"{format_blocks(event['blocks'])} "
+        f"(hot until {event['hot_until']:g}s, warm until {event['warm_until']:g}s)"
+    )
+
+
+def _preempt(event: Event) -> str:
+    lost = plural(event["lost_positions"], "position")
+    return f"preempted: lost {lost} ({event['reason']})"
+
+
+def _evict(event: Event) -> str:
+    return (
+        f"evict {event['positions']}-position prefix ({event['reason']}), "
+        f"blocks {format_blocks(event['blocks'])}"
+    )
+
+
+def _finished(event: Event) -> str:
+    line = f"finished: {event['finish_reason']} after {plural(event['generated'], 'token')}"
+    return line + (f" ({event['error']})" if event.get("error") else "")
+
+
+def _rollback(event: Event) -> str:
+    return f"rollback: removed {format_tokens(event['removed'])}{_freed(event)}"
+
+
+def _freed(event: Event) -> str:
+    """The blocks a commit or rollback gave back to the pool, if any."""
+    return f" · freed {format_blocks(event['freed_blocks'])}" if event["freed_blocks"] else ""
+
+
+_FORMATTERS: dict[str, Callable[[Event], str]] = {
+    "queued": _queued,
+    "restore": _restore,
+    "draft": _draft,
+    "budget": _budget,
+    "verify": _verify,
+    "commit": _commit,
+    "publish": _publish,
+    "evict": _evict,
+    "preempt": _preempt,
+    "deferred": lambda event: f"deferred: {event['reason']}",
+    "finished": _finished,
+    "rollback": _rollback,
+    "step_aborted": lambda event: f"round aborted by {event['error_type']}; engine restored",
+    "note": lambda event: f"· {event['text']}",
+}
 
 
 def error_message(error: BaseException) -> str:

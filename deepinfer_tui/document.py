@@ -36,68 +36,91 @@ def document_title(snapshot: dict[str, Any]) -> str:
 
 
 def header(snapshot: dict[str, Any]) -> Table:
-    metrics = snapshot["metrics"]
-    blocks, requests = metrics["blocks"], metrics["requests"]
-    cache, work, drafts = metrics["cache"], metrics["work"], metrics["drafts"]
+    """The figures of the moment, one labelled row each."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
+    for label, value in _header_rows(snapshot):
+        grid.add_row(label, value)
+    return grid
+
+
+def _header_rows(snapshot: dict[str, Any]) -> list[tuple[str, str | Text]]:
+    metrics = snapshot["metrics"]
+    requests, cache = metrics["requests"], metrics["cache"]
+    rows: list[tuple[str, str | Text]] = []
     description = snapshot.get("session", {}).get("description")
     if description:
-        grid.add_row("scenario", Text(description))  # a Text: a description is not markup
-    grid.add_row("tick · clock", f"t{snapshot['tick']} · {snapshot['clock']:g}s")
-    grid.add_row(
-        "requests",
-        f"{requests['queued']} queued · {requests['running']} running · "
-        f"{requests['finished']} finished · queue {' '.join(snapshot['queue']) or '(empty)'}",
-    )
-    grid.add_row(
-        "blocks",
-        f"{blocks['held']} held by requests · "
-        f"{blocks['cached']} cached · {blocks['retained']} retained for undo · "
-        f"{blocks['free']} free · of {blocks['total']} ({blocks['shared']} shared)",
-    )
-    grid.add_row(
-        "speculation",
-        f"acceptance {_percent(snapshot['acceptance'])} ({drafts['accepted']} of "
-        f"{drafts['verified']} verified, {drafts['proposed']} drafted) · rolled back "
-        f"{plural(requests['rolled_back_positions'], 'position')}",
-    )
-    grid.add_row(
-        "tokens",
-        f"{requests['committed_tokens']} committed · {requests['preemptions']} preemptions · "
-        f"{requests['evictions']} evictions for space",
-    )
-    grid.add_row(
-        "restores",
-        f"{cache['hot']} hot · {cache['warm']} warm · {cache['cold']} cold",
-    )
-    grid.add_row(
-        "work",
-        f"{work['target_forwards']} target forwards · {work['encoder_rows']} encoder rows · "
-        f"{work['consumer_rows']} consumer rows · {work['draft_forwards']} draft forwards · "
-        f"{work['draft_rows']} draft rows",
-    )
-    models = " · ".join(
-        f"{role} {m['identity']} (vocab {m['vocab_size']}, width {m['width']}, depth "
-        f"{m['depth']}, window {m['window']})"
-        for role, m in snapshot["models"].items()
-    )
-    grid.add_row("models", models)
-    config = snapshot["config"]
-    grid.add_row(
-        "config",
-        ", ".join(f"{key} {value}" for key, value in config.items() if key != "cost_curve")
-        + (f", cost curve {config['cost_curve']}" if config.get("cost_curve") else ""),
-    )
+        rows.append(("scenario", Text(description)))  # a Text: a description is not markup
+    rows += [
+        ("tick · clock", f"t{snapshot['tick']} · {snapshot['clock']:g}s"),
+        (
+            "requests",
+            f"{requests['queued']} queued · {requests['running']} running · "
+            f"{requests['finished']} finished · queue {' '.join(snapshot['queue']) or '(empty)'}",
+        ),
+        ("blocks", _blocks_line(metrics["blocks"])),
+        ("speculation", _speculation_line(snapshot)),
+        (
+            "tokens",
+            f"{requests['committed_tokens']} committed · {requests['preemptions']} preemptions "
+            f"· {requests['evictions']} evictions for space",
+        ),
+        ("restores", f"{cache['hot']} hot · {cache['warm']} warm · {cache['cold']} cold"),
+        ("work", _work_line(metrics["work"])),
+        ("models", _models_line(snapshot["models"])),
+        ("config", _config_line(snapshot["config"])),
+    ]
     session = snapshot.get("session")
     if session:
-        grid.add_row(
-            "session",
-            f"{session['operations']} operations · {session['pending_events']} scenario events "
-            f"pending · undo {snapshot['undo']['available']} rounds",
+        rows.append(
+            (
+                "session",
+                f"{session['operations']} operations · {session['pending_events']} scenario "
+                f"events pending · undo {snapshot['undo']['available']} rounds",
+            )
         )
-    return grid
+    return rows
+
+
+def _blocks_line(blocks: dict[str, Any]) -> str:
+    return (
+        f"{blocks['held']} held by requests · "
+        f"{blocks['cached']} cached · {blocks['retained']} retained for undo · "
+        f"{blocks['free']} free · of {blocks['total']} ({blocks['shared']} shared)"
+    )
+
+
+def _speculation_line(snapshot: dict[str, Any]) -> str:
+    drafts = snapshot["metrics"]["drafts"]
+    rolled_back = snapshot["metrics"]["requests"]["rolled_back_positions"]
+    return (
+        f"acceptance {_percent(snapshot['acceptance'])} ({drafts['accepted']} of "
+        f"{drafts['verified']} verified, {drafts['proposed']} drafted) · rolled back "
+        f"{plural(rolled_back, 'position')}"
+    )
+
+
+def _work_line(work: dict[str, Any]) -> str:
+    return (
+        f"{work['target_forwards']} target forwards · {work['encoder_rows']} encoder rows · "
+        f"{work['consumer_rows']} consumer rows · {work['draft_forwards']} draft forwards · "
+        f"{work['draft_rows']} draft rows"
+    )
+
+
+def _models_line(models: dict[str, Any]) -> str:
+    return " · ".join(
+        f"{role} {m['identity']} (vocab {m['vocab_size']}, width {m['width']}, depth "
+        f"{m['depth']}, window {m['window']})"
+        for role, m in models.items()
+    )
+
+
+def _config_line(config: dict[str, Any]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in config.items() if key != "cost_curve") + (
+        f", cost curve {config['cost_curve']}" if config.get("cost_curve") else ""
+    )
 
 
 def pool_strip(snapshot: dict[str, Any]) -> Text:

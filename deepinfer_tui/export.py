@@ -1,5 +1,8 @@
 """Exports: the trace-snapshot document (SVG, HTML, text), the JSON trace and a Perfetto trace.
 
+The Perfetto trace is built in `perfetto.py`, the JSON trace in `tracefile.py`; this module
+renders the document, chooses file names and writes the files.
+
 Everything is rendered in memory first, then each file is written under a temporary name in
 the target folder and renamed into place, so a failure (unwritable folder, full disk) never
 leaves a half-written file behind. The same session state always produces identical bytes.
@@ -23,8 +26,9 @@ from typing import Any
 from rich.console import Console
 
 from .document import document_title, snapshot_document
-from .replay import trace_data
+from .perfetto import perfetto_trace
 from .session import Session
+from .tracefile import trace_data
 
 DEFAULT_EXPORT_DIR = Path("deepinfer-exports")  # where the app and `export` write
 ALL_FORMATS = ("svg", "html", "txt", "json", "perfetto")
@@ -36,7 +40,6 @@ SUFFIXES = {
     "perfetto": ".perfetto.json",
 }
 DOCUMENT_WIDTH = 120
-ROUND_US = 1000  # synthetic time: one engine round is drawn as 1000 µs
 MAX_STEM = 64  # characters of a name in a file name: with suffixes, far below 255
 
 
@@ -124,230 +127,6 @@ def render_document(session: Session) -> dict[str, str]:
     # Rich pads every line to the console width; trailing blanks only get in a reader's way.
     text = "\n".join(line.rstrip() for line in console.export_text(clear=False).splitlines())
     return {"svg": svg, "html": page, "txt": text + "\n"}
-
-
-# -- Chrome trace-event JSON (Perfetto, chrome://tracing) --------------------------------------
-
-# Where each phase sits inside a round's 1000 µs (synthetic: rounds have no measured duration).
-PHASES = {
-    "restore": (0, 200),
-    "draft": (200, 450),
-    "budget": (450, 550),
-    "verify": (550, 800),
-    "commit": (800, 1000),
-}
-PHASE_KINDS = ("restore", "draft", "verify", "commit")
-INSTANT_OFFSETS = {
-    "evict": 10,
-    "preempt": 500,
-    "deferred": 500,
-    "publish": 990,
-    "finished": 995,
-    "step_aborted": 999,
-}
-ENGINE_TID = 0
-PID = 1  # one process: the session
-
-
-def round_metrics(session: Session) -> dict[int, dict[str, Any]]:
-    """Engine metrics at the end of every round, by re-executing the session's operations.
-
-    Events do not carry pool counts, and a session only holds its current state, so a fresh
-    session replays the recorded operations (deterministic) and reads metrics after each step.
-    """
-    fresh = Session(session.scenario)
-    metrics = {0: fresh.engine.metrics()}
-    for operation in session.operations:
-        fresh.apply(operation)
-        tick = fresh.engine.tick
-        if operation.get("op") == "undo":
-            metrics = {t: m for t, m in metrics.items() if t <= tick}
-        metrics[tick] = fresh.engine.metrics()
-    return metrics
-
-
-def _round_start(tick: int) -> int:
-    return (tick - 1) * ROUND_US
-
-
-def _in_round(event: dict[str, Any]) -> bool:
-    """Whether an event happened inside round `tick` (else between rounds, after it)."""
-    kind = event["kind"]
-    if kind == "finished":
-        return event.get("finish_reason") != "cancelled"
-    return kind in PHASES or kind in INSTANT_OFFSETS
-
-
-def perfetto_trace(session: Session) -> dict[str, Any]:
-    """Rounds as slices per request with phase sub-slices, counters, and named threads."""
-    log = session.log()
-    threads: dict[str, int] = {}
-    for event in log:
-        request_id = event.get("request_id")
-        if request_id and request_id not in threads:
-            threads[request_id] = len(threads) + 1
-    events = [
-        _metadata("process_name", ENGINE_TID, {"name": f"deepinfer-tui · {session.scenario.name}"}),
-        _metadata("thread_name", ENGINE_TID, {"name": "engine"}),
-        _metadata("thread_sort_index", ENGINE_TID, {"sort_index": 0}),
-    ]
-    for request_id, tid in threads.items():
-        events.append(_metadata("thread_name", tid, {"name": request_id}))
-        events.append(_metadata("thread_sort_index", tid, {"sort_index": tid}))
-
-    # Per round: which phases each request went through, and the round's details.
-    rounds: dict[int, dict[str, dict[str, dict[str, Any]]]] = {}
-    for event in log:
-        kind, tick = event["kind"], event["tick"]
-        if kind in PHASE_KINDS and event.get("request_id"):
-            rounds.setdefault(tick, {}).setdefault(event["request_id"], {})[kind] = event
-        elif kind == "budget":
-            rounds.setdefault(tick, {}).setdefault("", {})["budget"] = event
-    for tick in sorted(rounds):
-        start = _round_start(tick)
-        per_request = rounds[tick]
-        engine_args = {"requests": len([r for r in per_request if r])}
-        events.append(_slice(f"round t{tick}", start, ROUND_US, ENGINE_TID, "round", engine_args))
-        if "budget" in per_request.get("", {}):
-            budget = per_request[""]["budget"]
-            low, high = PHASES["budget"]
-            events.append(
-                _slice(
-                    "budget",
-                    start + low,
-                    high - low,
-                    ENGINE_TID,
-                    "phase",
-                    {
-                        "total": budget["total"],
-                        "per_request": budget["per_request"],
-                        "expected_tokens": budget["expected_tokens"],
-                    },
-                )
-            )
-        for request_id, phases in per_request.items():
-            if not request_id:
-                continue
-            tid = threads[request_id]
-            commit = phases.get("commit")
-            args = (
-                {
-                    "tokens": commit["tokens"],
-                    "accepted": commit["accepted"],
-                    "verified": commit["verified"],
-                    "outcome": commit["outcome"],
-                }
-                if commit
-                else {}
-            )
-            events.append(_slice(f"round t{tick}", start, ROUND_US, tid, "round", args))
-            for kind in PHASE_KINDS:
-                if kind in phases:
-                    low, high = PHASES[kind]
-                    events.append(
-                        _slice(
-                            kind, start + low, high - low, tid, "phase", _phase_args(phases[kind])
-                        )
-                    )
-    for event in log:
-        kind, tick = event["kind"], event["tick"]
-        if kind in PHASES:
-            continue
-        offset = INSTANT_OFFSETS.get(kind, 0)
-        ts = _round_start(tick) + offset if _in_round(event) else tick * ROUND_US
-        tid = threads.get(event.get("request_id") or "", ENGINE_TID)
-        name = event["text"] if kind == "note" else kind
-        args = {k: v for k, v in event.items() if k not in ("tick", "kind", "request_id")}
-        events.append(
-            {
-                "ph": "i",
-                "s": "t",
-                "name": name,
-                "cat": kind,
-                "pid": PID,
-                "tid": tid,
-                "ts": max(0, ts),
-                "args": args,
-            }
-        )
-    previous: dict[str, Any] | None = None
-    for tick, metrics in sorted(round_metrics(session).items()):
-        ts = tick * ROUND_US
-        blocks = metrics["blocks"]
-        # Disjoint series, so the stacked counter track adds up to the whole pool.
-        series = {
-            "requests": blocks["held"],
-            "cached": blocks["cached"],
-            "retained": blocks["retained"],
-        }
-        events.append(_counter("blocks", ts, {**series, "free": blocks["free"]}))
-        drafts = metrics["drafts"]
-        overall = drafts["accepted"] / drafts["verified"] if drafts["verified"] else 0.0
-        verified = drafts["verified"] - (previous["drafts"]["verified"] if previous else 0)
-        accepted = drafts["accepted"] - (previous["drafts"]["accepted"] if previous else 0)
-        events.append(
-            _counter(
-                "acceptance %",
-                ts,
-                {
-                    "this round": round(100 * accepted / verified, 3) if verified > 0 else 0.0,
-                    "overall": round(100 * overall, 3),
-                },
-            )
-        )
-        previous = metrics
-    return {
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "scenario": session.scenario.name,
-            "tick": session.engine.tick,
-            "time": f"synthetic: one engine round is drawn as {ROUND_US} µs",
-        },
-    }
-
-
-def _slice(
-    name: str, ts: int, dur: int, tid: int, category: str, args: dict[str, Any]
-) -> dict[str, Any]:
-    return {
-        "ph": "X",
-        "name": name,
-        "cat": category,
-        "pid": PID,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "args": args,
-    }
-
-
-def _counter(name: str, ts: int, values: dict[str, float]) -> dict[str, Any]:
-    return {"ph": "C", "name": name, "pid": PID, "tid": ENGINE_TID, "ts": ts, "args": values}
-
-
-def _metadata(name: str, tid: int, args: dict[str, Any]) -> dict[str, Any]:
-    """A process or thread naming/ordering record (Chrome trace-event phase "M")."""
-    return {"ph": "M", "name": name, "pid": PID, "tid": tid, "ts": 0, "args": args}
-
-
-def _phase_args(event: dict[str, Any]) -> dict[str, Any]:
-    kind = event["kind"]
-    if kind == "restore":
-        return {
-            "cache": event["cache"],
-            "reused_positions": event["reused_positions"],
-            "reason": event["reason"],
-        }
-    if kind in ("draft", "verify"):
-        nodes = event.get("nodes", [])
-        verdicts = [n.get("verdict") for n in nodes]
-        return {
-            "nodes": max(0, len(nodes) - 1),
-            "accepted": verdicts.count("accepted"),
-            "rejected": verdicts.count("rejected"),
-        }
-    return {k: v for k, v in event.items() if k not in ("tick", "kind", "request_id")}
 
 
 # -- writing -----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -34,8 +35,14 @@ MAX_NAME_LENGTH = 200  # characters: a title line, not a paragraph (file names a
 MAX_PROBLEM_LENGTH = 300  # characters of one error's text: values in a file may be huge
 
 
+_FIELDS = {"schema", "name", "description", "seed", "model", "draft", "config", "events"}
+
+
 class ScenarioError(ValueError):
     """A scenario file that cannot be used; the message names the file and the problem."""
+
+
+Fail = Callable[[str, str], ScenarioError]  # (where, problem) -> the error naming the file
 
 
 @dataclass(frozen=True)
@@ -166,23 +173,24 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     def fail(where: str, problem: str) -> ScenarioError:
         return ScenarioError(f"{source}: {where}: {shorten(problem, MAX_PROBLEM_LENGTH)}")
 
+    scenario = _read_fields(data, source, fail)
+    target, block_size, num_blocks = _build_pool(scenario, fail)
+    events = _resolve_requests(scenario.events, target, block_size, num_blocks, fail)
+    return replace(scenario, events=events)
+
+
+def _read_fields(data: Any, source: str, fail: Fail) -> Scenario:
+    """Every field checked on its own; the events parsed, their requests not yet resolved."""
     if not isinstance(data, dict):
         raise fail("top level", "must be a JSON object")
-    known = {"schema", "name", "description", "seed", "model", "draft", "config", "events"}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(set(data) - _FIELDS)
     if unknown:
         raise fail("top level", f"unknown field(s) {', '.join(unknown)}")
     if data.get("schema", SCHEMA) != SCHEMA:
         raise fail(
             "schema", f"version {shown(data.get('schema'))} is not supported (expected {SCHEMA})"
         )
-    # Else the file's name, cut to length: a long file name must not make the file unusable.
-    name = data["name"] if "name" in data else Path(source).stem[:MAX_NAME_LENGTH]
-    problem = name_problem(name)
-    if problem and "name" not in data:
-        problem = f"taken from the file's name, which {problem}; give the scenario a name"
-    if problem:
-        raise fail("name", problem)
+    name = _scenario_name(data, source, fail)
     description = data.get("description")
     if description is None:  # left out, or null: none
         description = ""
@@ -205,7 +213,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     raw_events = data.get("events", [])
     if not isinstance(raw_events, list):
         raise fail("events", "must be a list")
-    scenario = Scenario(
+    return Scenario(
         name=name,
         description=description,
         seed=seed,
@@ -215,15 +223,31 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         events=tuple(_parse_event(e, i, fail) for i, e in enumerate(raw_events)),
         source=source,
     )
-    # Each section on its own, so an error names the one that holds the bad setting.
+
+
+def _scenario_name(data: dict[str, Any], source: str, fail: Fail) -> str:
+    """The "name" field, else the file's name cut to length: a long file name must not make
+    the file unusable."""
+    name = data["name"] if "name" in data else Path(source).stem[:MAX_NAME_LENGTH]
+    problem = name_problem(name)
+    if problem and "name" not in data:
+        problem = f"taken from the file's name, which {problem}; give the scenario a name"
+    if problem:
+        raise fail("name", problem)
+    return name
+
+
+def _build_pool(scenario: Scenario, fail: Fail) -> tuple[TinyModel, int, int]:
+    """The target model, the block size and the pool's blocks, each section built on its own
+    so that an error names the one that holds the bad setting."""
     try:
-        target = TinyModel(seed=seed, **model)
+        target = TinyModel(seed=scenario.seed, **scenario.model)
     except (TypeError, ValueError) as error:
         raise fail("model", str(error)) from None
     draft_model = None
-    if draft is not None:
+    if scenario.draft is not None:
         try:
-            draft_model = make_draft(target, **{"seed": seed + 1, **draft})
+            draft_model = make_draft(target, **{"seed": scenario.seed + 1, **scenario.draft})
         except (TypeError, ValueError) as error:
             raise fail("draft", str(error)) from None
     try:
@@ -231,39 +255,69 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     except (TypeError, ValueError) as error:
         raise fail("config", str(error)) from None
     num_blocks = pool_blocks(engine_config, target, draft_model)
-    explicit = {e.submit["id"] for e in scenario.events if e.submit and e.submit.get("id")}
+    return target, engine_config.block_size, num_blocks
+
+
+def _resolve_requests(
+    events: tuple[ScenarioEvent, ...],
+    target: TinyModel,
+    block_size: int,
+    num_blocks: int,
+    fail: Fail,
+) -> tuple[ScenarioEvent, ...]:
+    """Every submit checked against the models and the pool and given its request id; every
+    cancel names an earlier submit."""
+    explicit = {e.submit["id"] for e in events if e.submit and e.submit.get("id")}
     ids: dict[str, int] = {}  # request id -> index of the event that submits it
     resolved = []
-    for index, event in enumerate(scenario.events):
+    for index, event in enumerate(events):
         if event.submit is not None:
             where = f"events[{index}].submit"
-            try:
-                tokens = target.check_tokens(event.submit["prompt"], "prompt")
-            except ValueError as error:
-                raise fail(where, str(error)) from None
-            problem = eos_problem(event.submit.get("eos_id"), target.vocab_size)
-            if problem:
-                raise fail(f"{where}.eos_id", problem)
-            needed = -(-(len(tokens) + event.submit["max_tokens"]) // engine_config.block_size)
-            if needed > num_blocks:
-                raise fail(where, f"needs {needed} blocks but the pool has {num_blocks}")
-            request_id = event.submit.get("id")
-            if request_id is None:  # request-N, clear of every id the scenario names
-                number = len(ids) + 1
-                while f"request-{number}" in ids or f"request-{number}" in explicit:
-                    number += 1
-                request_id = f"request-{number}"
-            elif request_id in ids:
-                raise fail(
-                    f"{where}.id", f"{request_id!r} is already the id of events[{ids[request_id]}]"
-                )
+            _check_submit_fits(event.submit, where, target, block_size, num_blocks, fail)
+            request_id = _request_id(event.submit, where, ids, explicit, fail)
             ids[request_id] = index
             event = replace(event, request_id=request_id)
         if event.cancel is not None and event.cancel not in ids:
             raise fail(f"events[{index}].cancel", f"no earlier submit has id {shown(event.cancel)}")
         resolved.append(event)
-    scenario = replace(scenario, events=tuple(resolved))
-    return scenario
+    return tuple(resolved)
+
+
+def _check_submit_fits(
+    submit: dict[str, Any],
+    where: str,
+    target: TinyModel,
+    block_size: int,
+    num_blocks: int,
+    fail: Fail,
+) -> None:
+    """The prompt and eos id are tokens of the target, and the request fits in the pool."""
+    try:
+        tokens = target.check_tokens(submit["prompt"], "prompt")
+    except ValueError as error:
+        raise fail(where, str(error)) from None
+    problem = eos_problem(submit.get("eos_id"), target.vocab_size)
+    if problem:
+        raise fail(f"{where}.eos_id", problem)
+    needed = -(-(len(tokens) + submit["max_tokens"]) // block_size)
+    if needed > num_blocks:
+        raise fail(where, f"needs {needed} blocks but the pool has {num_blocks}")
+
+
+def _request_id(
+    submit: dict[str, Any], where: str, ids: dict[str, int], explicit: set[str], fail: Fail
+) -> str:
+    """The submit's own id (not taken by an earlier one), else request-N, clear of every id
+    the scenario names."""
+    request_id = submit.get("id")
+    if request_id is None:
+        number = len(ids) + 1
+        while f"request-{number}" in ids or f"request-{number}" in explicit:
+            number += 1
+        return f"request-{number}"
+    if request_id in ids:
+        raise fail(f"{where}.id", f"{request_id!r} is already the id of events[{ids[request_id]}]")
+    return request_id
 
 
 def name_problem(name: object) -> str | None:
@@ -272,7 +326,7 @@ def name_problem(name: object) -> str | None:
     return label_problem(name, MAX_NAME_LENGTH)
 
 
-def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
+def _parse_event(raw: Any, index: int, fail: Fail) -> ScenarioEvent:
     where = f"events[{index}]"
     if not isinstance(raw, dict):
         raise fail(where, "must be an object")
@@ -289,23 +343,7 @@ def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
         raise fail(where, 'needs exactly one of "tick" or "idle": true')
     submit = raw.get("submit")
     if submit is not None:
-        if not isinstance(submit, dict) or set(submit) - {"id", "prompt", "max_tokens", "eos_id"}:
-            raise fail(f"{where}.submit", "must be an object with prompt, max_tokens, eos_id, id")
-        if "prompt" not in submit:
-            raise fail(f"{where}.submit", "needs a prompt (a list of token ids)")
-        named = submit.get("id")
-        if named is not None:
-            try:
-                check_request_id(named)  # the engine's own rule, refused at load time
-            except ValueError as error:
-                raise fail(f"{where}.submit.id", str(error)) from None
-        max_tokens = submit.get("max_tokens", 8)
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-            raise fail(
-                f"{where}.submit.max_tokens",
-                f"must be a non-negative integer, got {shown(max_tokens)}",
-            )
-        submit = {"max_tokens": max_tokens, **submit}
+        submit = _parse_submit(submit, f"{where}.submit", fail)
     cancel = raw.get("cancel")
     if cancel is not None and not isinstance(cancel, str):
         raise fail(f"{where}.cancel", "must be a request id string")
@@ -330,3 +368,24 @@ def _parse_event(raw: Any, index: int, fail: Any) -> ScenarioEvent:
         clock=None if clock is None else float(clock),
         note=note,
     )
+
+
+def _parse_submit(submit: Any, where: str, fail: Fail) -> dict[str, Any]:
+    """A submit's fields, shapes only (tokens are checked against the model later), with
+    max_tokens filled in."""
+    if not isinstance(submit, dict) or set(submit) - {"id", "prompt", "max_tokens", "eos_id"}:
+        raise fail(where, "must be an object with prompt, max_tokens, eos_id, id")
+    if "prompt" not in submit:
+        raise fail(where, "needs a prompt (a list of token ids)")
+    named = submit.get("id")
+    if named is not None:
+        try:
+            check_request_id(named)  # the engine's own rule, refused at load time
+        except ValueError as error:
+            raise fail(f"{where}.id", str(error)) from None
+    max_tokens = submit.get("max_tokens", 8)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+        raise fail(
+            f"{where}.max_tokens", f"must be a non-negative integer, got {shown(max_tokens)}"
+        )
+    return {"max_tokens": max_tokens, **submit}

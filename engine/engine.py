@@ -235,7 +235,13 @@ class Engine:
 
     def committed_state(self, request_id: str) -> State:
         """The request's committed arrays, comparable with the oracle's `.state`."""
-        return self.runner.committed_state(self._get(request_id))
+        request = self._get(request_id)
+        if request.identities not in (None, self.prefixes.identities()):
+            raise ValueError(
+                f"request {request_id!r} computed its rows with weights since replaced: its "
+                "committed state would need a forward of the old model"
+            )
+        return self.runner.committed_state(request)
 
     def rollback(self, request_id: str, tokens: int = 1) -> list[int]:
         """Remove the request's last `tokens` generated tokens (clamped); returns them.
@@ -337,12 +343,13 @@ class Engine:
             self._commit(each, now)  # commit and finish
 
     def _commit(self, verified: Verified, now: float) -> None:
-        """Commit one request's accepted tokens, publish a new prefix, then finish the request
-        or queue it for the next round."""
+        """Commit one request's tokens, publish a new prefix, finish or queue the request."""
         request = verified.request
         new_tokens, exhausted = commit(
             verified, self.blocks, self.drafter, self.counters, self.log, self.prefixes.key
         )
+        if request.identities is None:  # its first computed rows
+            request.identities = self.prefixes.identities()
         if request.fresh:
             request.fresh = False
             self.prefixes.publish(request, now)

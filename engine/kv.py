@@ -116,7 +116,14 @@ def pool_blocks(config: EngineConfig, target: TinyModel, draft: TinyModel | None
         stored.append(draft)
     position_bytes = 8 * sum(model.layout.size for model in stored)
     positions = int(config.kv_cache_memory_mib * 2**20) // position_bytes
-    return max(1, min(positions, MAX_POOL_POSITIONS) // config.block_size)
+    blocks = min(positions, MAX_POOL_POSITIONS) // config.block_size
+    if blocks < 1:
+        raise ValueError(
+            f"kv_cache_memory_mib={config.kv_cache_memory_mib:g} holds {positions} positions "
+            f"of these models, less than one block of {config.block_size}: raise "
+            "kv_cache_memory_mib or set num_blocks"
+        )
+    return blocks
 
 
 class BlockPool:

@@ -83,6 +83,7 @@ class Scheduler:
         request.status, request.finish_reason, request.error = Status.QUEUED, None, None
         request.final = None
         request.restore = None  # it holds no rows: the next admission restores afresh
+        self.checked_identities = None  # its tokens may predate a weight change
         self.finished.remove(request.request_id)
         self.delivered.discard(request.request_id)
         self.queue.append(request.request_id)
@@ -186,12 +187,12 @@ class Scheduler:
         self.admissions += 1
         request.admitted = self.admissions
         request.fresh = True
-        if request.identities is None or request.generated == 0:
-            request.identities = self.prefixes.identities()  # what its rows will come from
         found = self.prefixes.lookup(tuple(request.tokens[:-1]), now)
         reused = found.reused
         if found.entry is not None:
             self.blocks.attach(request, found.entry.blocks[: -(-reused // cfg.block_size)])
+            if request.identities is None:  # its rows now come from these weights
+                request.identities = self.prefixes.identities()
         consumer = reused if found.cache == "hot" else 0
         request.cursors = {role: [reused, consumer] for role in self.kv_models}
         n = len(request.tokens)

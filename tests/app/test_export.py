@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from deepinfer_tui.describe import describe
-from deepinfer_tui.export import ALL_FORMATS, export_all, parse_formats, perfetto_trace
+from deepinfer_tui.export import ALL_FORMATS, export_all, parse_formats
 from deepinfer_tui.legend import BLOCK_MARKS
+from deepinfer_tui.perfetto import perfetto_trace
 from deepinfer_tui.replay import Replay, load_trace
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from deepinfer_tui.replay import (
+from deepinfer_tui.replay import Replay
+from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.session import Session
+from deepinfer_tui.tracefile import (
     VERSION,
-    Replay,
     TraceError,
     TraceFile,
     load_trace,
     parse_trace,
     trace_data,
 )
-from deepinfer_tui.scenario import default_scenario
-from deepinfer_tui.session import Session
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +189,8 @@ def _variant(busy_session: Session, change: Any) -> dict[str, Any]:
             lambda d: d["operations"].append({"op": "submit", "prompt": [1], "max_tokens": "2"}),
             "max_tokens must be a non-negative integer",
         ),
+        (lambda d: d["operations"].append({"op": []}), "unknown operation []"),
+        (lambda d: d["operations"].append({"op": {"x": 1}}), "unknown operation"),
         (lambda d: d["operations"].append({"op": "clock", "seconds": -1}), "positive number"),
         (lambda d: d["operations"].append({"op": "clock", "seconds": "abc"}), "positive number"),
         (lambda d: d.update(tick=-1), "tick must be a non-negative integer"),

@@ -132,7 +132,10 @@ class World:
         return {
             tag
             for tag, event in zip(self.tags, self.engine.trace)
-            if event["request_id"] == request_id and event["kind"] in COMPUTES
+            if event["request_id"] == request_id
+            and event["kind"] in COMPUTES
+            # A cold restore attaches nothing: rows come only with the round that commits.
+            and (event["kind"] != "restore" or event["reused_positions"] > 0)
         }
 
     def rounds_ran(self, count: int) -> None:
@@ -180,9 +183,8 @@ def check_live(world: World) -> None:
         check_live_prefixes(world.engine)
 
 
-def apply(world: World, operation: Operation, *, reopen_stale: bool) -> None:
-    """One operation. `reopen_stale=False` skips rolling back a finished request computed
-    under other weights than those in force (see the strict xfail below)."""
+def apply(world: World, operation: Operation) -> None:
+    """One operation, then the invariants and what the test knows independently."""
     engine, kind = world.engine, operation[0]
     views = engine.snapshot()["requests"]
     ids = [view["id"] for view in views]
@@ -206,15 +208,13 @@ def apply(world: World, operation: Operation, *, reopen_stale: bool) -> None:
         engine.cancel(ids[operation[1] % len(ids)])
     elif kind == "rollback" and ids:
         view = views[operation[1] % len(ids)]
-        stale = world.computed_under(view["id"]) - {world.identity}
-        if reopen_stale or view["status"] != "finished" or not stale:
-            try:
-                removed = engine.rollback(view["id"], operation[2])
-            except ValueError:
-                assert view["finish_reason"] in ("cancelled", "error")
-            else:
-                assert len(removed) == min(operation[2], len(view["generated"]))
-            check_live(world)
+        try:
+            removed = engine.rollback(view["id"], operation[2])
+        except ValueError:
+            assert view["finish_reason"] in ("cancelled", "error")
+        else:
+            assert len(removed) == min(operation[2], len(view["generated"]))
+        check_live(world)
     elif kind == "undo" and engine.undo_available:
         engine.undo()  # also forgets what was submitted after the step it rewinds
         world.hashes_of = world.before_steps.pop()
@@ -277,10 +277,10 @@ def finish(world: World) -> None:
     assert world.check()["cache"] == []
 
 
-def play(setup: Setup, operations: list[Operation], *, reopen_stale: bool) -> None:
+def play(setup: Setup, operations: list[Operation]) -> None:
     world = build(setup)
     for operation in operations:
-        apply(world, operation, reopen_stale=reopen_stale)
+        apply(world, operation)
     finish(world)
 
 
@@ -346,7 +346,7 @@ DEFERRED_THEN_CHANGED = (
 def test_interleavings_with_warm_ups_and_replaced_weights_stay_exact(
     setup: Setup, operations: list[Operation]
 ) -> None:
-    play(setup, operations, reopen_stale=False)
+    play(setup, operations)
 
 
 # A finished request rolled back after a round has seen the new weights: it finishes "length"
@@ -363,18 +363,8 @@ REOPENED_AFTER_CHANGE = (
 )
 
 
-# Defect: rollback reopens a finished request computed under replaced weights, and the next
-# round skips it (`_fail_stale_requests` returns early: it checked these weights already).
-REOPENED_STALE = pytest.mark.xfail(
-    strict=True,
-    reason="engine defect: rollback reopens a finished request computed under replaced "
-    "weights and _fail_stale_requests skips it (its identities were checked already)",
-)
-
-
-@REOPENED_STALE
 def test_a_request_reopened_after_a_weight_change_is_checked_again() -> None:
-    play(*REOPENED_AFTER_CHANGE, reopen_stale=True)
+    play(*REOPENED_AFTER_CHANGE)
 
 
 def finished_then_replaced(max_tokens: int) -> tuple[Engine, str]:
@@ -386,7 +376,6 @@ def finished_then_replaced(max_tokens: int) -> tuple[Engine, str]:
     return engine, rid
 
 
-@REOPENED_STALE
 def test_rolling_back_a_request_of_replaced_weights_fails_it() -> None:
     engine, rid = finished_then_replaced(max_tokens=4)
     engine.step()  # a round sees the new weights (with other requests it would be running)
@@ -399,22 +388,17 @@ def test_rolling_back_a_request_of_replaced_weights_fails_it() -> None:
     assert "weights changed" in (result.error or "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine defect: committed_state() of a finished request recomputes its last row "
-    "with the weights in force now, not the ones its rows were computed with",
-)
-def test_committed_state_of_a_finished_request_survives_a_weight_change() -> None:
+def test_committed_state_after_a_weight_change_is_refused_until_they_are_back() -> None:
+    """The last row of a finished request is computed on demand: with other weights in force
+    it would be the new model's, so the engine says so instead of returning a mixed state."""
     oracle = greedy_generate(TinyModel(seed=8), [1, 2, 3], max_tokens=3)
     engine, rid = finished_then_replaced(max_tokens=3)
+    with pytest.raises(ValueError, match="weights since replaced"):
+        engine.committed_state(rid)
+    engine.target.weights = TinyModel(seed=8).weights  # the same values again
     assert engine.committed_state(rid).max_error(oracle.state) < TOLERANCE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine defect: _restore_prefix stamps the weights at admission, so a request "
-    "admitted but deferred for room (no rows, nothing computed) fails when they change",
-)
 def test_a_request_deferred_before_computing_anything_goes_on_under_new_weights() -> None:
     target = TinyModel(seed=0)
     config = EngineConfig(block_size=4, num_blocks=2, max_active=2, undo_depth=0)
@@ -432,11 +416,6 @@ def test_a_request_deferred_before_computing_anything_goes_on_under_new_weights(
     assert result.tokens == greedy_generate(target, [2, 3], max_tokens=2).tokens
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine defect: pool_blocks floors the pool at one block, so a budget smaller "
-    "than one block (or a large block_size) silently gets a pool beyond kv_cache_memory_mib",
-)
 def test_a_pool_sized_from_memory_never_exceeds_its_budget() -> None:
     model = TinyModel()
     position_bytes = 8 * model.layout.size  # float64 rows of one position of the target
