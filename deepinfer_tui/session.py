@@ -197,22 +197,16 @@ class Session:
             prompt, max_tokens=max_tokens, eos_id=eos_id, request_id=self._free_id()
         )
         self._submitted[len(self.operations)] = request_id
-        request = self.engine.requests[request_id]  # its settings as the engine keeps them
-        self.operations.append(
-            {
-                "op": "submit",
-                "prompt": list(request.prompt),
-                "max_tokens": request.max_tokens,
-                "eos_id": request.eos_id,
-            }
-        )
+        settings = self.engine.settings(request_id)  # its settings as the engine keeps them
+        self.operations.append({"op": "submit", **settings})
         return request_id
 
     def _free_id(self) -> str:
         """The next request-N id that neither the engine nor a future scenario event uses."""
         reserved = {event.request_id for event in self.pending_events} - {None}
-        number = len(self.engine.requests) + 1
-        while f"request-{number}" in self.engine.requests or f"request-{number}" in reserved:
+        taken = set(self.engine.request_ids()) | reserved
+        number = len(taken - reserved) + 1
+        while f"request-{number}" in taken:
             number += 1
         return f"request-{number}"
 

@@ -1,10 +1,11 @@
 """deepinfer engine: a pure NumPy paged, prefix-caching, speculative inference engine."""
 
 from .config import EngineConfig, RequestError, Result
-from .engine import MAX_REQUEST_ID_LENGTH, Engine, check_request_id, label_problem
+from .engine import Engine
 from .kv import pool_blocks
 from .model import State, TinyModel, make_draft
 from .reference import greedy_generate
+from .request import MAX_REQUEST_ID_LENGTH, check_request_id, label_problem
 
 __all__ = [
     "MAX_REQUEST_ID_LENGTH",

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .draft import validate_cost_curve
 from .model import RECOVERY_MODES, is_integer, is_number
+from .speculation.budget import validate_cost_curve
 
 # Positions one pool may hold: far beyond any use here (at width 32 a position's target rows
 # take 3.3 KB, so this many would need 55 GB).

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
+from engine.cache import PrefixCache
 from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
@@ -253,3 +254,201 @@ def test_identical_prompts_share_blocks_and_outputs() -> None:
     drain(engine)
     oracle = greedy_generate(target, PROMPT, max_tokens=4).tokens
     assert engine.result(first).tokens == engine.result(second).tokens == oracle
+
+
+TTLS = (1.0, 5.0)  # hot for 1 s, warm for 5 s
+
+
+def cache_states(engine: Engine) -> list[str]:
+    return [entry["state"] for entry in engine.snapshot()["cache"]]
+
+
+def test_refreshing_an_entry_makes_it_the_most_recently_used() -> None:
+    cache = PrefixCache(capacity=2)
+    cache.publish("k", (1, 1), [0], now=0.0, ttls=TTLS)
+    cache.publish("k", (2, 2), [1], now=0.0, ttls=TTLS)
+    assert cache.publish("k", (1, 1), [0], now=0.5, ttls=TTLS) == (None, None)  # a refresh
+    entry, evicted = cache.publish("k", (3, 3), [2], now=0.5, ttls=TTLS)
+    assert entry is not None and evicted is not None
+    assert evicted.tokens == (2, 2)
+    assert [tokens for (_, tokens), _ in cache.items()] == [(1, 1), (3, 3)]
+
+
+def test_a_lookup_never_uses_an_entry_at_its_warm_expiry() -> None:
+    cache = PrefixCache(capacity=4)
+    cache.publish("k", (1, 2, 3), [0], now=0.0, ttls=TTLS)
+    assert cache.lookup("k", (1, 2, 3), now=4.999, exact=True).cache == "warm"
+    found = cache.lookup("k", (1, 2, 3), now=5.0, exact=True)  # what expire(5.0) drops
+    assert (found.cache, found.reused, found.entry) == ("cold", 0, None)
+
+
+def test_bounded_recovery_reuses_only_entries_whose_whole_prefix_matches() -> None:
+    config = EngineConfig(recovery_mode="mask", keep=64, block_size=4)
+    engine = Engine(TinyModel(seed=3), None, config=config, clock=ManualClock())
+    engine.generate([1, 2, 3, 4, 5, 6], max_tokens=2)  # publishes [1..6] and [1..6, g1]
+    partial = engine.submit([1, 2, 3, 9, 9], max_tokens=2)  # shares 3 positions with both
+    restore = restore_of(drain(engine), partial)
+    assert (restore["cache"], restore["reused_positions"]) == ("cold", 0)
+    whole = engine.submit([1, 2, 3, 4, 5, 6, 7, 7], max_tokens=2)  # [1..6] is a prefix
+    restore = restore_of(drain(engine), whole)
+    assert (restore["cache"], restore["reused_positions"]) == ("hot", 6)
+    check_against_oracle(engine, whole)
+
+
+def test_a_lookup_hit_makes_its_entry_the_most_recently_used() -> None:
+    cache = PrefixCache(capacity=2)
+    cache.publish("k", (1, 1), [0], now=0.0, ttls=TTLS)
+    cache.publish("k", (2, 2), [1], now=0.0, ttls=TTLS)
+    assert cache.lookup("k", (1, 1, 5), now=0.5, exact=True).reused == 2
+    _, evicted = cache.publish("k", (3, 3), [2], now=0.5, ttls=TTLS)
+    assert evicted is not None and evicted.tokens == (2, 2)
+
+
+def test_a_prompt_sharing_no_token_with_live_entries_restores_cold() -> None:
+    engine = Engine(TinyModel(seed=2), None, config=EngineConfig(block_size=2), clock=ManualClock())
+    engine.generate([1, 2, 3], max_tokens=2)
+    other = engine.submit([7, 8, 9], max_tokens=2)
+    restore = restore_of(drain(engine), other)
+    assert (restore["cache"], restore["reused_positions"]) == ("cold", 0)
+    assert engine.metrics()["cache"] == {"hot": 0, "warm": 0, "cold": 2}
+
+
+def test_a_request_for_zero_tokens_computes_only_what_the_cache_lacks() -> None:
+    engine = Engine(TinyModel(seed=1), None, clock=ManualClock())
+    engine.generate([1, 2, 3, 4], max_tokens=2)  # a prefix to restore from
+    for prompt, cache, reused in (([5, 6, 7], "cold", 0), ([1, 2, 3, 4, 9], "hot", 4)):
+        before = engine.metrics()["work"]["encoder_rows"]
+        rid = engine.submit(prompt, max_tokens=0)
+        events = engine.step()
+        kinds = [e["kind"] for e in events if e["request_id"] == rid]
+        assert kinds[0] == "restore" and kinds[-2:] == ["publish", "finished"]
+        restore = restore_of(events, rid)
+        assert (restore["cache"], restore["reused_positions"]) == (cache, reused)
+        # Every position the cache did not cover is computed, the last one too.
+        assert restore["encoder_rows"] == len(prompt) - reused
+        assert engine.metrics()["work"]["encoder_rows"] - before == len(prompt) - reused
+        assert engine.result(rid).tokens == ()
+        check_against_oracle(engine, rid)
+
+
+@pytest.mark.parametrize("prompt", [[5, 6, 7], [1, 2, 3, 4, 9], [1, 2, 3, 4]])
+def test_a_restore_computes_the_positions_the_cache_did_not_cover(prompt: list[int]) -> None:
+    """What the debugger shows as "computed": the encoder rows, one per uncovered position."""
+    engine = Engine(TinyModel(seed=1), None, clock=ManualClock())
+    engine.generate([1, 2, 3, 4], max_tokens=2)
+    rid = engine.submit(prompt, max_tokens=2)
+    restore = restore_of(engine.step(), rid)
+    assert restore["encoder_rows"] == restore["suffix_positions"] > 0
+    assert restore["reused_positions"] + restore["suffix_positions"] == len(prompt)
+
+
+def test_the_cache_never_holds_an_entry_without_positions() -> None:
+    target = TinyModel(seed=3)
+    independent = TinyModel(seed=99, depth=1)  # keeps its own rows, which lag at first
+    engine = Engine(target, independent, config=EngineConfig(block_size=2), clock=ManualClock())
+    for prompt in ([1, 2, 3], [4, 4], [6]):
+        engine.submit(prompt, max_tokens=3)
+    publishes = events_of(drain(engine), "publish")
+    assert publishes and all(p["positions"] > 0 and p["blocks"] for p in publishes)
+    assert all(entry["tokens"] for entry in engine.snapshot()["cache"])
+
+
+def test_a_warm_restore_republishes_nothing_as_hot_before_its_consumers_are_recomputed() -> None:
+    clock = ManualClock()
+    target = TinyModel(seed=3)
+    independent = TinyModel(seed=7, depth=1)  # keeps its own rows in the blocks
+    engine = Engine(target, independent, config=EngineConfig(block_size=2), clock=clock)
+    engine.generate([1, 2, 3, 4, 5, 6], max_tokens=3)
+    clock.now = 10.0  # hot cursors expired at 3s; encoder prefixes live until 100s
+    warm = engine.submit([1, 2, 3, 4, 5, 6, 7, 8], max_tokens=6)
+    engine.step()  # the target replays its consumers; the draft has not run yet
+    assert restore_of(engine.trace, warm)["cache"] == "warm"
+    probe = engine.submit([1, 2, 3, 4, 5, 6, 9, 9], max_tokens=2)
+    events = drain(engine)
+    restore = restore_of(events, probe)
+    assert (restore["cache"], restore["reused_positions"]) == ("warm", 6)
+    check_against_oracle(engine, probe)
+
+
+def test_cancelling_a_running_request_publishes_nothing_more() -> None:
+    engine = Engine(TinyModel(seed=2), None, config=EngineConfig(block_size=2), clock=ManualClock())
+    rid = engine.submit([1, 2, 3], max_tokens=8)
+    for _ in range(4):
+        engine.step()
+    cached, start = engine.snapshot()["cache"], len(engine.trace)
+    assert engine.cancel(rid)
+    assert engine.snapshot()["cache"] == cached
+    assert not events_of(engine.trace[start:], "publish")
+
+
+def test_expired_entries_are_not_counted_as_evictions() -> None:
+    clock = ManualClock()
+    engine = Engine(TinyModel(seed=2), None, config=EngineConfig(prefix_ttl=5.0), clock=clock)
+    engine.generate([1, 2, 3], max_tokens=2)
+    clock.now = 6.0
+    events = engine.step()
+    expired = events_of(events, "evict")
+    assert expired and all(e["reason"] == "expired" for e in expired)
+    assert engine.snapshot()["cache"] == []
+    assert engine.metrics()["requests"]["evictions"] == 0
+
+
+def test_an_entry_past_its_warm_time_is_expired_until_the_next_round_releases_it() -> None:
+    clock = ManualClock()
+    config = EngineConfig(block_size=2, state_ttl=1.0, prefix_ttl=5.0)
+    engine = Engine(TinyModel(seed=3), config=config, clock=clock)
+    engine.generate([1, 2, 3, 4, 5], max_tokens=2)  # publishes its prompt, then all of it
+    entries = engine.snapshot()["cache"]
+    assert [(e["hot_until"], e["warm_until"]) for e in entries] == [(1.0, 5.0)] * 2
+    held = sorted({b for e in entries for b in e["blocks"]})
+    for now, state in ((0.5, "hot"), (1.0, "warm"), (4.9, "warm"), (5.0, "expired")):
+        clock.now = now
+        assert cache_states(engine) == [state] * 2, f"at {now}s"
+    # Nothing has released the blocks yet: the engine expires entries when a round starts.
+    assert engine.metrics()["blocks"]["cached"] == len(held)
+    blocks = engine.snapshot()["pool"]["blocks"]
+    assert [blocks[b]["state"] for b in held] == ["cached"] * len(held)
+
+    other = engine.submit([9, 9], max_tokens=1)  # not a prefix: the round has its own work
+    events = engine.step()
+    assert [e["reason"] for e in events if e["kind"] == "evict"] == ["expired"] * 2
+    assert [e["tokens"][:2] for e in engine.snapshot()["cache"]] == [[9, 9]]  # the new one
+    blocks = engine.snapshot()["pool"]["blocks"]
+    # Released: kept only for the undo history (refcount 0), no longer cached.
+    assert {(blocks[b]["state"], blocks[b]["refcount"]) for b in held} == {("retained", 0)}
+    check_block_invariants(engine)
+    engine.undo()
+    assert cache_states(engine) == ["expired"] * 2
+    drain(engine)
+    check_against_oracle(engine, other)
+
+
+def test_a_hot_time_after_the_warm_time_does_not_keep_an_entry_alive() -> None:
+    clock = ManualClock()
+    config = EngineConfig(block_size=2, state_ttl=10.0, prefix_ttl=5.0)
+    engine = Engine(TinyModel(seed=3), config=config, clock=clock)
+    engine.generate([1, 2, 3, 4, 5], max_tokens=2)
+    clock.now = 4.0
+    assert cache_states(engine) == ["hot"] * 2
+    clock.now = 6.0
+    assert cache_states(engine) == ["expired"] * 2
+    rid = engine.submit([1, 2, 3, 4, 5], max_tokens=2)
+    events = engine.step()
+    assert [e["cache"] for e in events if e["kind"] == "restore"] == ["cold"]
+    drain(engine)
+    check_against_oracle(engine, rid)
+
+
+def test_a_one_position_restore_says_position() -> None:
+    clock = ManualClock()
+    engine = Engine(TinyModel(seed=3), config=EngineConfig(block_size=2), clock=clock)
+    engine.generate([1, 2], max_tokens=1)  # publishes the 1-position prefix [1] first
+    engine.submit([1, 5], max_tokens=1)
+    (hot,) = [e for e in engine.step() if e["kind"] == "restore"]
+    clock.now = 50.0  # past the hot cursor, before the warm prefix expires
+    engine.submit([1, 6], max_tokens=1)
+    (warm,) = [e for e in engine.step() if e["kind"] == "restore"]
+    assert (hot["cache"], hot["reused_positions"]) == ("hot", 1)
+    assert (warm["cache"], warm["reused_positions"]) == ("warm", 1)
+    assert "over 1 position," in hot["reason"]
+    assert "prefix of 1 position alive" in warm["reason"]

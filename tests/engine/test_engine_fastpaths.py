@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engine.engine as engine_module
 import engine.model as model_module
+import engine.speculation.drafter as engine_module
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
 from engine.model.fastpaths import buffers as buffers_module
 from engine.model.fastpaths import forward as forward_module

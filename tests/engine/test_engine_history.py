@@ -24,6 +24,7 @@ from tests.engine.helpers import (
     events_of,
     install,
     request_view,
+    restore_of,
     wire,
 )
 
@@ -599,3 +600,67 @@ def test_run_rejects_a_bad_max_steps() -> None:
         with pytest.raises(ValueError, match="max_steps"):
             engine.run(max_steps=bad)
     assert engine.snapshot() == before
+
+
+def test_a_finished_request_reopened_by_rollback_forgets_its_old_restore() -> None:
+    engine = Engine(TinyModel(seed=1), None, clock=ManualClock())
+    engine.generate([1, 2, 3, 4], max_tokens=2)
+    rid = engine.submit([1, 2, 3, 4, 9], max_tokens=3)
+    drain(engine)
+    assert request_view(engine.snapshot(), rid)["restore"]["cache"] == "hot"
+    engine.rollback(rid, 2)
+    view = request_view(engine.snapshot(), rid)
+    assert view["status"] == "queued" and view["blocks"] == [] and view["restore"] is None
+    restore = restore_of(engine.step(), rid)  # admitted again: a restore of its own
+    shown = request_view(engine.snapshot(), rid)["restore"]
+    assert shown == {k: v for k, v in restore.items() if k not in ("kind", "request_id", "tick")}
+    drain(engine)
+    check_against_oracle(engine, rid)
+
+
+def test_a_rollback_clears_the_rolled_back_rounds_tree_and_commit() -> None:
+    target = TinyModel(seed=5)
+    engine = Engine(target, make_draft(target, seed=2), clock=ManualClock())
+    rid = engine.submit([1, 2, 3], max_tokens=10)
+    for _ in range(3):
+        engine.step()
+    view = request_view(engine.snapshot(), rid)
+    assert view["tree"] is not None and view["last_commit"] is not None
+    engine.rollback(rid, 2)
+    view = request_view(engine.snapshot(), rid)
+    assert (view["tree"], view["last_commit"]) == (None, None)
+
+
+def test_blocks_released_after_undoing_the_only_recorded_round_are_free_at_once() -> None:
+    config = EngineConfig(block_size=2, undo_depth=1, cache_capacity=1)
+    engine = Engine(TinyModel(seed=2), None, config=config, clock=ManualClock())
+    rid = engine.submit([1, 2, 3, 4, 5], max_tokens=6)
+    for _ in range(4):
+        engine.step()
+    engine.undo()  # back to after round 3: the table has grown past the cached prefix
+    assert engine.undo_available == 0
+    engine.cancel(rid)  # no history is left that could need its rows
+    blocks = engine.snapshot()["metrics"]["blocks"]
+    assert blocks["retained"] == 0
+    assert blocks["free"] + blocks["cached"] == blocks["total"]
+
+
+def test_committed_counts_the_tokens_requests_hold_after_a_rollback() -> None:
+    target = TinyModel(seed=7)
+    engine = Engine(target, make_draft(target, seed=8), clock=ManualClock())
+    kept = engine.submit([1, 2, 3], max_tokens=6)
+    engine.submit([4, 5], max_tokens=6)
+    for _ in range(3):
+        engine.step()
+    before = engine.metrics()["requests"]["committed_tokens"]
+    removed = engine.rollback(kept, 2)
+    after = engine.metrics()["requests"]["committed_tokens"]
+    assert (
+        after
+        == before - len(removed)
+        == sum(len(r["generated"]) for r in engine.snapshot()["requests"])
+    )
+    engine.undo()  # rewinds the round before the rollback, and the count with it
+    assert engine.metrics()["requests"]["committed_tokens"] == sum(
+        len(r["generated"]) for r in engine.snapshot()["requests"]
+    )

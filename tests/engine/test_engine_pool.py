@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
+from engine.kv import BlockPool
+from engine.rows import Joined, Rows
 from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
@@ -359,3 +362,165 @@ def test_pending_positions_counts_the_rows_an_independent_draft_still_lacks() ->
     assert announced >= catch_up + 4  # and the target's one pending row each
     drain(engine)
     check_all_finished(engine)
+
+
+def small_pool(num_blocks: int = 4, block_size: int = 4) -> BlockPool:
+    return BlockPool({"target": TinyModel()}, num_blocks=num_blocks, block_size=block_size)
+
+
+def test_a_reused_block_starts_unsealed_so_its_sole_owner_writes_in_place() -> None:
+    pool = small_pool()
+    (block,) = pool.allocate(1)
+    pool.seal([block], 0, 4)
+    pool.release([block])
+    (again,) = pool.allocate(1)  # lowest id first: the same block comes back
+    assert again == block
+    assert pool.blocks_to_copy([again], {"target": 0}) == []
+
+
+def test_a_reused_block_forgets_its_previous_prefix_hash() -> None:
+    pool = small_pool()
+    (block,) = pool.allocate(1)
+    pool.block_hash[block] = "cafe"
+    pool.release([block])
+    (again,) = pool.allocate(1)
+    assert again == block
+    assert pool.block_hash[again] is None
+
+
+def test_releasing_a_block_more_often_than_it_was_held_raises() -> None:
+    pool = small_pool()
+    (block,) = pool.allocate(1)
+    pool.release([block])
+    with pytest.raises(AssertionError, match="released more often than held"):
+        pool.release([block])
+
+
+def test_sealing_part_of_a_block_protects_those_rows_from_in_place_writes() -> None:
+    pool = small_pool()
+    (block,) = pool.allocate(1)
+    pool.seal([block], 0, 2)  # positions 0 and 1 of a 4-slot block are committed
+    assert pool.blocks_to_copy([block], {"target": 1}) == [0]  # would overwrite position 1
+    assert pool.blocks_to_copy([block], {"target": 2}) == []  # writes only after them
+
+
+def test_a_later_shorter_seal_never_unseals_rows() -> None:
+    pool = small_pool()
+    (block,) = pool.allocate(1)
+    pool.seal([block], 0, 3)
+    pool.seal([block], 0, 1)
+    assert pool.blocks_to_copy([block], {"target": 1}) == [0]
+
+
+def test_a_lagging_models_sealed_rows_are_checked_from_its_own_first_position() -> None:
+    models = {"target": TinyModel(seed=1), "draft": TinyModel(seed=2, depth=1)}
+    pool = BlockPool(models, num_blocks=4, block_size=4)
+    table = pool.allocate(2)
+    pool.seal(table, 0, 4, role="draft")  # the draft committed positions 0..3
+    pool.seal(table, 0, 5)  # the target committed positions 0..4
+    # The draft rewrites from position 2, inside the first block: that block must be copied.
+    assert pool.blocks_to_copy(table, {"target": 5, "draft": 2}) == [0]
+
+
+def test_unsealed_blocks_held_once_never_need_a_copy() -> None:
+    pool = small_pool()
+    table = pool.allocate(3)
+    assert pool.blocks_to_copy(table, {"target": 0}) == []
+    assert pool.blocks_to_copy(table, {"target": 6}) == []
+
+
+def test_give_back_leaves_held_blocks_allocated() -> None:
+    pool = small_pool(num_blocks=2)
+    (held,) = pool.allocate(1)
+    pool.give_back([held])
+    assert pool.free_count() == 1
+    assert pool.allocate(1) != [held]
+
+
+def test_under_pool_pressure_the_oldest_request_is_served_first_and_never_preempted() -> None:
+    config = EngineConfig(block_size=2, num_blocks=4, max_active=2)
+    engine = Engine(TinyModel(seed=1), None, config=config, clock=ManualClock())
+    oldest = engine.submit([1, 2, 3], max_tokens=5)
+    newer = engine.submit([5, 6, 7], max_tokens=5)
+    events = drain(engine)
+    victims = [e["request_id"] for e in events_of(events, "preempt")]
+    assert victims and set(victims) == {newer}
+    assert [e["request_id"] for e in events_of(events, "finished")] == [oldest, newer]
+    check_against_oracle(engine, oldest)
+    check_against_oracle(engine, newer)
+
+
+def test_eviction_for_space_keeps_going_past_entries_whose_blocks_others_still_hold() -> None:
+    config = EngineConfig(block_size=2, num_blocks=9, max_active=2, undo_depth=0)
+    engine = Engine(TinyModel(seed=1), None, config=config, clock=ManualClock())
+    engine.generate([1, 2, 3, 4], max_tokens=1)
+    engine.submit([1, 2, 3, 4, 5], max_tokens=8)  # shares blocks with the first entries
+    engine.step()
+    engine.generate([8, 8, 8, 8], max_tokens=1)
+    engine.run()  # the longer request finishes too
+    snapshot = engine.snapshot()
+    assert snapshot["metrics"]["blocks"]["free"] == 0
+    # The least recently used entries share their blocks with a newer, longer entry.
+    assert snapshot["cache"][0]["tokens"] == [1, 2, 3, 4]
+    late = engine.submit([7, 7, 7], max_tokens=3)  # needs 2 blocks for its prompt
+    events = engine.step()
+    assert [e["request_id"] for e in events_of(events, "deferred")] == [late]
+    # The deferring round freed enough for the next one ("usable next round").
+    assert engine.snapshot()["metrics"]["blocks"]["free"] >= 2
+    events = engine.step()
+    assert [e["request_id"] for e in events_of(events, "commit")] == [late]
+    drain(engine)
+    check_against_oracle(engine, late)
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 4])
+def test_a_running_request_holds_exactly_the_blocks_of_its_committed_positions(
+    block_size: int,
+) -> None:
+    target = TinyModel(seed=5)
+    draft = make_draft(target, seed=2)
+    config = EngineConfig(block_size=block_size, draft_width=3, draft_branching=2)
+    engine = Engine(target, draft, config=config, clock=ManualClock())
+    for prompt in ([1, 2, 3], [4, 5, 6, 7], [1, 2, 3, 9]):
+        engine.submit(prompt, max_tokens=9)
+    checked = 0
+    while not engine.idle:
+        engine.step()
+        for view in engine.snapshot()["requests"]:
+            if view["status"] == "finished" or not view["blocks"]:
+                continue
+            committed = view["committed_positions"]
+            assert len(view["blocks"]) == -(-committed // block_size), view["id"]
+            checked += 1
+    assert checked > 0
+
+
+def test_joined_rows_read_by_index_match_the_concatenated_rows() -> None:
+    layout = TinyModel().layout
+    first = Rows(np.arange(2 * layout.size, dtype=float).reshape(2, -1), layout)
+    second = Rows(-np.arange(3 * layout.size, dtype=float).reshape(3, -1) - 1, layout)
+    joined = Joined(first, second)
+    whole = np.concatenate([first.data, second.data])
+    rows = np.array([0, 1, 2, 4])  # row 2 is the first computed row
+    np.testing.assert_array_equal(
+        joined.columns(layout.source, rows), whole[rows][:, layout.source]
+    )
+    np.testing.assert_array_equal(joined.columns(layout.source), whole[:, layout.source])
+
+
+def test_a_block_only_cache_entries_share_counts_as_cached_not_shared() -> None:
+    from deepinfer_tui.scenario import default_scenario  # the scenario that shows it
+    from deepinfer_tui.session import Session
+
+    session = Session(default_scenario())
+    for _ in range(5):
+        session.step()
+    engine = session.engine
+    snapshot = engine.snapshot()
+    cache_only = {b for entry in snapshot["cache"] for b in entry["blocks"]} - {
+        b for r in engine.requests.values() for b in r.table
+    }
+    refcounts = {b["id"]: b["refcount"] for b in snapshot["pool"]["blocks"]}
+    assert any(refcounts[b] > 1 for b in cache_only)  # the case in question is here
+    states = [b["state"] for b in snapshot["pool"]["blocks"]]
+    assert snapshot["metrics"]["blocks"]["shared"] == states.count("shared")

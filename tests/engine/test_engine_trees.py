@@ -8,12 +8,16 @@ import numpy as np
 import pytest
 
 from engine import Engine, EngineConfig, TinyModel, greedy_generate, make_draft
+from engine.speculation import DraftTree, choose_budget, expand
 from tests.engine.helpers import (
     ManualClock,
+    check_against_oracle,
     check_all_finished,
     check_block_invariants,
+    drain,
     events_of,
     request_view,
+    restore_of,
 )
 
 Event = dict[str, Any]
@@ -321,3 +325,162 @@ def test_draft_nodes_carry_the_drafts_own_top_tokens_and_probabilities(branching
                 assert probabilities[node["token"]] >= best - 1e-12
                 checked += 1
     assert checked >= 6
+
+
+def draft_trees(engine: Engine, request_id: str) -> list[list[tuple[int, int, float]]]:
+    return [
+        [(n["parent"], n["token"], n["path_prob"]) for n in event["nodes"]]
+        for event in events_of(engine.trace, "draft")
+        if event["request_id"] == request_id
+    ]
+
+
+@pytest.mark.parametrize("branching", [1, 3])
+@pytest.mark.parametrize(("requests", "max_batch_tokens"), [(1, 3), (2, 6), (3, 7)])
+def test_draft_trees_grow_no_more_than_the_round_can_verify(
+    requests: int, max_batch_tokens: int, branching: int
+) -> None:
+    target = TinyModel(seed=5)
+    draft = make_draft(target, depth=target.depth, noise=0.0)
+    config = EngineConfig(
+        max_batch_tokens=max_batch_tokens,
+        draft_width=8,
+        draft_branching=branching,
+        max_draft_nodes=16,
+    )
+    engine = Engine(target, draft, config=config, clock=ManualClock())
+    for index in range(requests):
+        engine.submit([1 + index, 2, 3], max_tokens=12)
+    drafted = 0
+    while not engine.idle:
+        events = engine.step()
+        budgets = events_of(events, "budget")
+        if not budgets:
+            continue
+        # Each request's fair share of the round's extra (non-main) positions.
+        share = max(1, max_batch_tokens // len(budgets[0]["requests"]) - 1)
+        for draft_event in events_of(events, "draft"):
+            nodes = draft_event["nodes"][1:]
+            if not nodes:
+                continue
+            drafted += 1
+            assert max(n["depth"] for n in nodes) <= share
+            assert len(nodes) <= 2 * share
+    assert drafted > 0
+
+
+@pytest.mark.parametrize("branching", [1, 2])
+def test_drafts_never_reach_past_the_tokens_a_request_may_still_generate(branching: int) -> None:
+    target = TinyModel(seed=5)
+    draft = make_draft(target, depth=target.depth, noise=0.0)  # accepts everything it drafts
+    config = EngineConfig(draft_width=6, draft_branching=branching, max_draft_nodes=12)
+    engine = Engine(target, draft, config=config, clock=ManualClock())
+    ids = [engine.submit([4, 1, 3], max_tokens=4), engine.submit([2, 6], max_tokens=2)]
+    depths = []
+    while not engine.idle:
+        remaining = {
+            view["id"]: view["max_tokens"] - len(view["generated"])
+            for view in engine.snapshot()["requests"]
+        }
+        for draft_event in events_of(engine.step(), "draft"):
+            deepest = max(n["depth"] for n in draft_event["nodes"])
+            # The round's bonus token counts too: only remaining - 1 drafts can be used.
+            left = remaining[draft_event["request_id"]]
+            assert deepest <= left - 1, (draft_event["request_id"], deepest, left)
+            depths.append(deepest)
+    assert depths and max(depths) >= 2
+    for rid in ids:
+        check_against_oracle(engine, rid)
+
+
+def test_a_cost_curve_caps_the_requests_admitted_per_round_at_its_largest_size() -> None:
+    config = EngineConfig(max_active=4, cost_curve=((1, 1.0), (2, 1.5)))
+    engine = Engine(TinyModel(seed=1), None, config=config, clock=ManualClock())
+    ids = [engine.submit([1 + index, 2], max_tokens=2) for index in range(4)]
+    events = drain(engine)
+    budgets = events_of(events, "budget")
+    assert budgets and max(len(b["requests"]) for b in budgets) == 2
+    for rid in ids:
+        check_against_oracle(engine, rid)
+
+
+@pytest.mark.parametrize("top", [[[5]], [[5, 6]]])
+def test_expanding_a_tree_at_its_node_cap_adds_nothing(top: list[list[int]]) -> None:
+    tree = DraftTree.rooted(1)
+    expand(tree, [0], [[0.9] * len(top[0])], top, 1)  # one node: the cap
+    assert len(tree) == 2
+    assert expand(tree, [1], [[0.8] * len(top[0])], top, 1) == []
+    assert len(tree) == 2
+
+
+def test_a_cost_curve_tie_keeps_the_smaller_verification_total() -> None:
+    # Verifying the 0.5-probable node buys 1.5 expected tokens for 1.5x the cost: no gain.
+    curve = ((1, 1.0), (2, 1.5))
+    budget = choose_budget([[0.5]], [[0.5]], max_batch_tokens=2, cost_curve=curve)
+    assert (budget.total, budget.per_request, budget.estimated_cost) == (1, (1,), 1.0)
+    better = choose_budget([[0.9]], [[0.9]], max_batch_tokens=2, cost_curve=curve)
+    assert (better.total, better.per_request) == (2, (2,))
+
+
+def test_a_cost_curve_point_at_exactly_max_batch_tokens_is_kept() -> None:
+    config = EngineConfig(max_batch_tokens=4, cost_curve=((1, 1.0), (4, 2.0), (8, 3.0)))
+    assert config.cost_curve == ((1, 1.0), (4, 2.0))
+    assert EngineConfig(max_batch_tokens=4, cost_curve=((4, 2.0),)).cost_curve == ((4, 2.0),)
+
+
+def test_the_expected_tokens_count_the_main_positions_plus_the_extra_nodes() -> None:
+    budget = choose_budget([[0.9, 0.5, 0.2]], [[]], max_batch_tokens=3, cost_curve=None)
+    assert (budget.total, budget.per_request) == (3, (3,))
+    assert budget.expected_tokens == pytest.approx(1 + 0.9 + 0.5)
+
+
+def test_last_rounds_confidences_stand_in_for_at_most_this_rounds_node_count() -> None:
+    # Request 0 drafted one node now (0.1) after two confident ones last round; request 1 has
+    # one node (0.5) and no history. Only one of request 0's old values may be used.
+    budget = choose_budget([[0.1], [0.5]], [[0.9, 0.9], []], max_batch_tokens=4, cost_curve=None)
+    assert budget.total == 4
+    assert budget.expected_tokens == pytest.approx(2 + 0.9 + 0.5)
+
+
+@pytest.mark.parametrize("branching", [1, 2])
+def test_a_warm_restored_draft_proposes_what_a_cold_one_proposes(branching: int) -> None:
+    def build(clock: ManualClock) -> Engine:
+        config = EngineConfig(block_size=2, draft_width=4, draft_branching=branching)
+        return Engine(TinyModel(seed=3), TinyModel(seed=7, depth=1), config=config, clock=clock)
+
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8]
+    clock = ManualClock()
+    engine = build(clock)
+    engine.generate(prompt[:6], max_tokens=3)
+    clock.now = 10.0  # warm: the draft replays its consumers over the cached encoder rows
+    warm = engine.submit(prompt, max_tokens=6)
+    drain(engine)
+    assert restore_of(engine.trace, warm)["cache"] == "warm"
+    cold_engine = build(ManualClock())
+    cold = cold_engine.submit(prompt, max_tokens=6)
+    drain(cold_engine)
+    warm_trees, cold_trees = draft_trees(engine, warm), draft_trees(cold_engine, cold)
+    assert len(warm_trees) == len(cold_trees) > 0
+    assert max(len(tree) for tree in warm_trees) > 2  # some tree is deeper than one level
+    for got, want in zip(warm_trees, cold_trees):
+        assert [node[:2] for node in got] == [node[:2] for node in want]
+        assert [node[2] for node in got] == pytest.approx([node[2] for node in want])
+
+
+def test_no_draft_is_grown_when_no_position_is_left_to_verify_it() -> None:
+    target = TinyModel(seed=7)
+    for budget, requests in ((1, 1), (2, 2), (4, 4)):
+        config = EngineConfig(max_batch_tokens=budget)
+        engine = Engine(target, make_draft(target, seed=8), config=config, clock=ManualClock())
+        for i in range(requests):
+            engine.submit([1, 2, 3 + i], max_tokens=8)
+        engine.run()
+        metrics = engine.metrics()
+        assert metrics["drafts"]["proposed"] == metrics["work"]["draft_forwards"] == 0
+        check_all_finished(engine)
+    # One position to spare: the budget can verify a node, so drafting goes on.
+    engine = Engine(target, make_draft(target, seed=8), config=EngineConfig(max_batch_tokens=3))
+    engine.submit([1, 2, 3], max_tokens=8)
+    engine.submit([1, 2, 4], max_tokens=8)
+    engine.run()
+    assert engine.metrics()["drafts"]["verified"] > 0

@@ -1,0 +1,105 @@
+"""The commit: accept the longest verified path, make its rows committed, drop the rest.
+
+Acceptance itself (which path) is `speculation.acceptance.accept`; this module applies it to
+the request: its tokens, cursors, rows, blocks and counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .blocks import BlockManager
+from .request import EventLog
+from .runner import Verified
+from .speculation.acceptance import accept
+from .speculation.drafter import Drafter
+from .speculation.tree import ROOT
+
+
+def commit(
+    verified: Verified,
+    blocks: BlockManager,
+    drafter: Drafter,
+    counters: dict[str, int],
+    log: EventLog,
+    cache_key: Callable[[], str],
+) -> tuple[list[int], bool]:
+    """Commit the accepted tokens; record the round (`last_commit`, `verify` and `commit`
+    events). Returns the new tokens and whether the request may generate no more."""
+    request, tree, tick = verified.request, verified.tree, log.tick
+    n = len(request.tokens)
+    consumer = request.cursors["target"][1]  # admitted requests always have cursors
+    verified_nodes = len(verified.selected)
+    decision = accept(tree, verified.selected, verified.argmax, request.eos_id)
+    _move_accepted_rows(blocks, verified, decision.path)
+    new_tokens = [tree.tokens[i] for i in decision.path]
+    if decision.next_token is not None:
+        new_tokens.append(decision.next_token)
+    new_tokens = new_tokens[: (remaining := request.remaining)]  # before this round's tokens
+    request.tokens.extend(new_tokens)
+    # Every row before the new pending token is computed; a zero-token request commits
+    # nothing, and every row of its prompt (the last one too) is computed.
+    cursor = len(request.tokens) - 1 if new_tokens else n
+    request.cursors["target"] = [cursor, cursor]
+    drafter.keep(verified.plan.proposal, decision.path, cursor)
+    accepted = len(decision.path)
+    rolled_back = verified_nodes - accepted
+    _count(counters, verified, accepted, len(new_tokens))
+    request.accepted += accepted
+    request.confidences = [tree.path_probs[i] for i in verified.selected]
+    tree.judge(verified.selected, decision.path, verified.argmax)
+    tree_view = tree.to_dict()
+    request.tree = {**tree_view, "round": tick, "base_position": n - 1}
+    # Rows beyond the new cursor were speculative: their blocks go back to the pool.
+    dropped = blocks.drop_after(request, cursor)
+    blocks.seal(request, consumer, cursor)
+    blocks.hash_full_blocks(request, cursor, cache_key)
+    request.last_commit = {
+        "round": tick,
+        "tokens": new_tokens,
+        "accepted": accepted,
+        "verified": verified_nodes,
+        "outcome": decision.kind,
+        "rolled_back_positions": rolled_back,
+        "dropped_blocks": dropped,
+        "speculative_positions": list(range(n, n + verified_nodes)),
+    }
+    log.emit("verify", request.request_id, nodes=tree_view["nodes"])
+    log.emit(
+        "commit",
+        request.request_id,
+        tokens=new_tokens,
+        accepted=accepted,
+        verified=verified_nodes,
+        outcome=decision.kind,
+        rolled_back_positions=rolled_back,
+        freed_blocks=dropped,
+    )
+    return new_tokens, remaining <= len(new_tokens)
+
+
+def _move_accepted_rows(blocks: BlockManager, verified: Verified, path: list[int]) -> None:
+    """Move the accepted path's rows next to the committed prefix (a chain is already there)."""
+    rows, slots = verified.rows, verified.slots
+    for offset, node in enumerate(path, start=1):
+        source_row, target_row = rows[node], rows[ROOT] + offset
+        if source_row != target_row:
+            blocks.move_row("target", slots[source_row], slots[target_row])
+
+
+def _count(counters: dict[str, int], verified: Verified, accepted: int, committed: int) -> None:
+    request, item = verified.request, verified.item
+    depth = verified.depth
+    counters["encoder_rows"] += len(item.tokens) - item.replay
+    consumer_rows = (
+        len(item.tokens)
+        if not request.consumer_from
+        else int(np.sum(item.positions >= request.consumer_from))
+    )
+    counters["consumer_rows"] += consumer_rows * depth
+    counters["accepted"] += accepted
+    counters["verified"] += len(verified.selected)
+    counters["committed_tokens"] += committed
+    counters["rolled_back_positions"] += len(verified.selected) - accepted

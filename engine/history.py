@@ -1,0 +1,155 @@
+"""Undo history: a checkpoint before every round, and what rewinding to one means.
+
+A checkpoint holds references, not copies, wherever the engine never changes an object in
+place: finished requests, the arrays of the pool's rows (blocks released after a checkpoint are
+retained, not reused, while the checkpoint lives).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .blocks import BlockManager, PoolMarks
+from .cache import PrefixCache
+from .request import EventLog, Request
+
+if TYPE_CHECKING:  # they hold the history: made after it, then tracked
+    from .prefixes import Prefixes
+    from .scheduler import Scheduler
+    from .views import Views
+
+
+@dataclass(eq=False)
+class Checkpoint:
+    """Everything step() may change, taken before it runs."""
+
+    tick: int
+    requests: dict[str, Request]
+    queue: list[str]
+    order: list[str]
+    delivered: set[str]
+    cache: PrefixCache
+    counters: dict[str, int]
+    trace_length: int
+    # Unfinished requests' copies share their token lists with the live requests: a list is
+    # only ever appended to (a rollback gives its request a new one), so the first `lengths`
+    # tokens stay what they were. Copying each history at every round cost 17 KB per
+    # 2000-token request per round of undo history.
+    lengths: dict[str, int]
+    pool: PoolMarks
+    admissions: int
+    released_after: list[int] = field(default_factory=list)
+
+    def live_requests(self) -> dict[str, Request]:
+        """The requests as they were: unfinished ones copied again (the live ones move on)."""
+        requests = dict(self.requests)
+        for request_id, length in self.lengths.items():
+            kept = self.requests[request_id]
+            requests[request_id] = kept.copy(tokens=kept.tokens[:length])
+        return requests
+
+
+class History:
+    """The last `depth` checkpoints, and the blocks released since each was taken."""
+
+    def __init__(self, blocks: BlockManager) -> None:
+        self.blocks = blocks
+        self.entries: deque[Checkpoint] = deque()
+        self.trimmed_for_space = 0  # entries the current round trimmed to make room
+
+    def track(
+        self,
+        scheduler: Scheduler,
+        prefixes: Prefixes,
+        log: EventLog,
+        counters: dict[str, int],
+        views: Views,
+    ) -> None:
+        """What a checkpoint saves and a rewind puts back (beside the pool's marks)."""
+        self.scheduler, self.prefixes, self.log = scheduler, prefixes, log
+        self.counters, self.views = counters, views
+
+    def save(self) -> Checkpoint:
+        scheduler = self.scheduler
+        requests = dict(scheduler.requests)  # finished requests never change: shared
+        lengths = {}
+        for request_id in scheduler.queue:  # every unfinished request
+            live = requests[request_id]
+            requests[request_id] = live.copy(tokens=live.tokens)
+            lengths[request_id] = len(live.tokens)
+        return Checkpoint(
+            tick=self.log.tick,
+            requests=requests,
+            queue=list(scheduler.queue),
+            order=list(scheduler.finished),
+            delivered=set(scheduler.delivered),
+            cache=self.prefixes.cache.copy(),
+            counters=dict(self.counters),
+            trace_length=len(self.log.events),
+            lengths=lengths,
+            pool=self.blocks.marks(),
+            admissions=scheduler.admissions,
+        )
+
+    def load(self, checkpoint: Checkpoint) -> None:
+        """Put the engine back as `checkpoint` saw it. Containers are refilled in place: the
+        components share them."""
+        scheduler = self.scheduler
+        self.log.tick = checkpoint.tick
+        scheduler.requests.clear()
+        scheduler.requests.update(checkpoint.live_requests())
+        self.views.forget_unknown()
+        scheduler.queue.clear()
+        scheduler.queue.extend(checkpoint.queue)
+        scheduler.finished[:] = checkpoint.order
+        scheduler.delivered.clear()
+        scheduler.delivered.update(checkpoint.delivered)
+        scheduler.admissions = checkpoint.admissions
+        scheduler.checked_identities = None  # restored requests may predate a weight change
+        self.prefixes.cache = checkpoint.cache.copy()
+        self.counters.update(checkpoint.counters)
+        self.log.truncate(checkpoint.trace_length)
+        self.blocks.load(checkpoint.pool)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def push(self, checkpoint: Checkpoint) -> None:
+        self.entries.append(checkpoint)
+        self.resume_retention()
+
+    def pop(self) -> Checkpoint:
+        return self.entries.pop()
+
+    def trim(self, depth: int) -> None:
+        """Forget the oldest entries beyond `depth`; their retained blocks become free."""
+        while len(self.entries) > depth:
+            oldest = self.entries.popleft()
+            self.blocks.give_back(oldest.released_after)
+        self.resume_retention()
+
+    def trim_for_space(self, count: int) -> None:
+        """Drop the oldest entries (never the round's own) until `count` blocks are free."""
+        while len(self.entries) > 1 and count > self.blocks.free_count():
+            self.trim(len(self.entries) - 1)
+            # Counted once trimmed: if an abort comes first, the entry's blocks are still
+            # unused and it can be put back.
+            self.trimmed_for_space += 1
+
+    def put_back(self, entries: list[Checkpoint], *, wrote: bool) -> None:
+        """After an aborted round: every entry comes back, with its retained blocks as the
+        checkpoint saw them, unless the round wrote rows after trimming entries for space:
+        their blocks may hold them."""
+        trimmed = self.trimmed_for_space if wrote else 0
+        self.entries = deque(entries[trimmed:])
+
+    def resume_retention(self) -> None:
+        self.blocks.retain_into(self.entries[-1].released_after if self.entries else None)
+
+    def after_rewind(self) -> None:
+        """After undo or an aborted round: blocks the checkpoint saw as retained for history
+        that no longer exists (it was trimmed for space meanwhile) become free again."""
+        self.resume_retention()
+        self.blocks.free_unneeded({b for c in self.entries for b in c.released_after})

@@ -1,0 +1,124 @@
+"""Draft trees: how a round's speculation is grown, node by node.
+
+A round's tree hangs off the request's pending token (node 0, the *root*, already committed).
+The drafter grows it level by level, expanding the most probable nodes. A chain is the special
+case `branching == 1`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ROOT = 0
+
+
+@dataclass
+class DraftTree:
+    tokens: list[int]
+    parents: list[int]
+    depths: list[int]
+    probs: list[float]  # draft probability of the token given its parent
+    path_probs: list[float]  # product of probs from the root
+    selected: list[bool] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)  # root/accepted/rejected/unverified
+    target_tokens: list[int | None] = field(default_factory=list)
+
+    @classmethod
+    def rooted(cls, token: int) -> DraftTree:
+        return cls([token], [-1], [0], [1.0], [1.0])
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def add(self, parent: int, token: int, prob: float) -> int:
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depths.append(self.depths[parent] + 1)
+        self.probs.append(prob)
+        self.path_probs.append(self.path_probs[parent] * prob)
+        return len(self.tokens) - 1
+
+    def judge(self, verified: list[int], path: list[int], argmax: dict[int, int]) -> None:
+        """Record each node's verdict and, where the target disagreed, the target's token."""
+        chosen, accepted = set(verified), set(path)
+        self.selected = [i == ROOT or i in chosen for i in range(len(self))]
+        self.verdicts, self.target_tokens = [], []
+        for i in range(len(self)):
+            if i == ROOT:
+                verdict, token = "root", None
+            elif i not in chosen:
+                verdict, token = "unverified", None
+            elif i in accepted:
+                verdict, token = "accepted", self.tokens[i]
+            else:
+                verdict, token = "rejected", argmax.get(self.parents[i])
+            self.verdicts.append(verdict)
+            self.target_tokens.append(token)
+
+    def to_dict(self) -> dict:
+        return {
+            "nodes": [
+                {
+                    "id": i,
+                    "parent": self.parents[i],
+                    "depth": self.depths[i],
+                    "token": self.tokens[i],
+                    "prob": self.probs[i],
+                    "path_prob": self.path_probs[i],
+                    "selected": self.selected[i] if self.selected else i == ROOT,
+                    "verdict": self.verdicts[i] if self.verdicts else None,
+                    "target_token": self.target_tokens[i] if self.target_tokens else None,
+                }
+                for i in range(len(self))
+            ]
+        }
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def top_children(logits: np.ndarray, branching: int) -> tuple[list[list[float]], list[list[int]]]:
+    """The `branching` most likely tokens of every row, and their softmax probabilities, for
+    all rows at once (as lists: the trees are grown in Python)."""
+    if branching == 1:  # a chain: the best token's probability is 1 / sum(exp(l - max l))
+        top = logits.argmax(axis=-1)
+        best = logits[np.arange(len(logits)), top]
+        total = np.exp(logits - best[:, None]).sum(axis=-1)
+        return (1.0 / total)[:, None].tolist(), top[:, None].tolist()
+    probabilities = softmax(logits)
+    top = np.argsort(-probabilities, axis=-1, kind="stable")[:, :branching]
+    return np.take_along_axis(probabilities, top, axis=1).tolist(), top.tolist()
+
+
+def expand(
+    tree: DraftTree,
+    frontier: list[int],
+    probabilities: list[list[float]],
+    top: list[list[int]],
+    cap: int,
+) -> list[int]:
+    """Give each frontier node its top children (`top[row]`, with `probabilities[row]`), best
+    path probability first, while the tree has fewer than `cap` non-root nodes. Returns the
+    new nodes."""
+    room = cap - (len(tree) - 1)
+    if len(frontier) == 1 and len(top[0]) == 1:  # a chain's one child: nothing to rank
+        return [tree.add(frontier[0], top[0][0], probabilities[0][0])] if room > 0 else []
+    candidates = []
+    for row, node in enumerate(frontier):
+        base = tree.path_probs[node]
+        for token, p in zip(top[row], probabilities[row]):
+            candidates.append((-base * p, node, token, p))
+    candidates.sort()
+    added = []
+    for _, node, token, p in candidates[: max(0, room)]:
+        added.append(tree.add(node, token, p))
+    return added
+
+
+def best_nodes(tree: DraftTree, nodes: list[int], count: int) -> list[int]:
+    ranked = sorted(nodes, key=lambda i: (-tree.path_probs[i], i))
+    return sorted(ranked[:count])
