@@ -113,6 +113,7 @@ class Scenario:
         keep: int | None = None,
         undo_depth: int | None = None,
         greedy: bool = False,
+        no_fast_paths: bool = False,
     ) -> Scenario:
         """A copy with command-line settings applied, validated like a file would be."""
         config = dict(self.config)
@@ -128,6 +129,8 @@ class Scenario:
         ):
             if value is not None:
                 config[key] = value
+        if no_fast_paths:
+            config["fast_paths"] = False
         if batch_budget is not None and config.get("cost_curve"):
             config["cost_curve"] = [p for p in config["cost_curve"] if p[0] <= batch_budget]
             if not config["cost_curve"]:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from .model import RECOVERY_MODES, is_integer, is_number
 from .speculation.budget import validate_cost_curve
 
@@ -44,6 +46,9 @@ class EngineConfig:
     cost_curve: tuple[tuple[int, float], ...] | None = None  # synthetic (graph size, cost)
     cache_capacity: int = 64  # prefix-cache entries
     undo_depth: int = 64  # rounds that undo() can rewind
+    # The model's speed tricks (chain path, length groups, chunking, padded contexts, work
+    # buffers); False runs the plain tree-masked forward alone, for reading and stepping.
+    fast_paths: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -59,6 +64,9 @@ class EngineConfig:
             # Stored as int: a NumPy integer would not survive to_dict()'s JSON.
             object.__setattr__(self, name, _check_int(name, getattr(self, name), 1))
         object.__setattr__(self, "undo_depth", _check_int("undo_depth", self.undo_depth, 0))
+        if not isinstance(self.fast_paths, (bool, np.bool_)):
+            raise ValueError(f"fast_paths must be True or False, got {self.fast_paths!r}")
+        object.__setattr__(self, "fast_paths", bool(self.fast_paths))
         if self.num_blocks is not None:
             object.__setattr__(self, "num_blocks", _check_int("num_blocks", self.num_blocks, 1))
         memory = self.kv_cache_memory_mib

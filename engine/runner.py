@@ -132,7 +132,7 @@ class Runner:
         # not warn about them on stderr (the engine never prints) nor raise under np.seterr.
         with np.errstate(all="ignore"):
             try:
-                result = model.forward_rows(items, context)
+                result = model.forward_rows(items, context, fast_paths=self.config.fast_paths)
                 outputs: list[Rows | Exception] = list(result)
                 flat = getattr(result, "flat", None)
             except Exception:
@@ -140,7 +140,8 @@ class Runner:
                 outputs = []
                 for item in items:
                     try:
-                        outputs.extend(model.forward_rows([item]))
+                        one = model.forward_rows([item], fast_paths=self.config.fast_paths)
+                        outputs.extend(one)
                     except Exception as error:
                         outputs.append(error)
         if flat is None:
@@ -243,5 +244,5 @@ class Runner:
             local_lower=request.local_lower,
             consumer_from=request.consumer_from,
         )
-        (new,) = self.target.compute_rows([item])
+        (new,) = self.target.compute_rows([item], fast_paths=self.config.fast_paths)
         return self.target.state_of(tokens, Rows.concat([stored, new]))

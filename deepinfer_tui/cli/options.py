@@ -122,6 +122,7 @@ _ENGINE_FLAGS = (
 ENGINE_SETTINGS = [flag.replace("-", "_") for flag, *_ in _ENGINE_FLAGS] + [
     "recovery_mode",
     "greedy",
+    "no_fast_paths",
 ]
 
 
@@ -139,6 +140,12 @@ def add_engine_options(parser: argparse.ArgumentParser, prefix: str = "") -> Non
     )
     group.add_argument(
         "--greedy", action="store_true", dest=f"{prefix}greedy", help="no draft model, no drafts"
+    )
+    group.add_argument(
+        "--no-fast-paths",
+        action="store_true",
+        dest=f"{prefix}no_fast_paths",
+        help="the model's plain forward only: the same tokens, without the speed tricks",
     )
 
 

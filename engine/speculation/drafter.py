@@ -122,6 +122,8 @@ class ModelDrafter:
         """The stored rows padded once for every level (None: each forward pads its own)."""
         # Room for every row this round can add, so later levels never regrow the context.
         tail = max(len(item.tokens) for item in items) + node_cap + 1
+        if not self.config.fast_paths:
+            return None  # the plain path: every forward pads its own
         if len(length_groups(items)) > 1:
             return None  # very different lengths: each forward pads its groups apart
         if not (self.reads_target and self.config.draft_context is None):

@@ -76,6 +76,17 @@ def test_generate_matches_greedy_decoding(capsys: pytest.CaptureFixture[str]) ->
     assert data["check"]["passed"]
 
 
+def test_generate_without_fast_paths_commits_the_same_tokens(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ("generate", "--prompt", "1,2,3", "--prompt", "1,2,3,4,5", "--max-tokens", "7")
+    fast = run_json(capsys, *args)
+    plain = run_json(capsys, *args, "--no-fast-paths", "--check")
+    assert (fast["config"]["fast_paths"], plain["config"]["fast_paths"]) == (True, False)
+    assert [r["tokens"] for r in plain["results"]] == [r["tokens"] for r in fast["results"]]
+    assert plain["check"]["passed"]
+
+
 def test_generate_text_greedy_with_trace(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "generate", "--prompt", "1 2 3 4", "--greedy", "--trace")
     assert code == 0

@@ -532,10 +532,10 @@ def poison_prefill(model: TinyModel, prompt: list[int]) -> None:
     """Make every forward of `model` that computes `prompt`'s prefill fail."""
     original = model.forward_rows
 
-    def failing(items: list[Any], context: Any = None) -> Any:
+    def failing(items: list[Any], context: Any = None, **options: Any) -> Any:
         if any(list(item.tokens[: len(prompt)]) == prompt for item in items):
             raise RuntimeError(f"prompt {prompt} is poisoned")
-        return original(items, context)
+        return original(items, context, **options)
 
     model.forward_rows = failing  # type: ignore[method-assign]
 

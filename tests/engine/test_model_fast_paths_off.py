@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any
 from unittest.mock import patch
 
@@ -315,59 +315,51 @@ def test_fast_and_plain_forwards_give_the_same_rows(name: str, window: int) -> N
         assert max_difference(plain, want) < TOLERANCE
 
 
-# -- engines whose models run the plain forward only ---------------------------------------------
-
-
-class PlainModel(TinyModel):
-    """A TinyModel whose batched forward always runs with its fast paths off (what the engine
-    option will pass)."""
-
-    def compute_rows(self, batch: Any, context: Any = None, *, fast_paths: bool = True) -> Any:
-        return super().compute_rows(batch, context, fast_paths=False)
-
-    def batch_context(self, batch: Any, *args: Any, fast_paths: bool = True, **kw: Any) -> Any:
-        return super().batch_context(batch, *args, fast_paths=False, **kw)
-
-
-def plain_copy(model: TinyModel) -> PlainModel:
-    plain = PlainModel(
-        vocab_size=model.vocab_size,
-        width=model.width,
-        depth=model.depth,
-        window=model.window,
-        seed=model.seed,
-    )
-    plain.weights = model.weights
-    return plain
+# -- engines with the fast paths off: EngineConfig(fast_paths=False) --------------------------
 
 
 PROMPTS = [([5, 3, 1, 4, 1, 5, 9, 2, 6], 9), ([2, 7], 11), ([0, 0, 1, 1, 2, 2, 3], 6), ([9], 8)]
 
 
+@pytest.mark.parametrize("block_size", [1, 2, 16])
+@pytest.mark.parametrize("branching", [1, 2])
 @pytest.mark.parametrize("window", [1, 2, 4, 8])
 @pytest.mark.parametrize("draft_kind", ["none", "early exit", "independent"])
-def test_an_engine_on_the_plain_forward_commits_what_the_fast_one_does(
-    window: int, draft_kind: str
+def test_an_engine_with_its_fast_paths_off_commits_what_the_fast_one_does(
+    window: int, draft_kind: str, branching: int, block_size: int
 ) -> None:
     results = {}
-    for plain in (False, True):
+    for fast in (True, False):
         target = TinyModel(seed=window, window=window, width=8, depth=2)
         draft = {
             "none": None,
             "early exit": make_draft(target, seed=3),
             "independent": TinyModel(seed=4, window=2, width=8, depth=1),
         }[draft_kind]
-        if plain:
-            target = plain_copy(target)
-            draft = None if draft is None else plain_copy(draft)
-        config = EngineConfig(max_active=3, draft_width=3, draft_branching=2, block_size=2)
+        config = EngineConfig(
+            max_active=3,
+            draft_width=3,
+            draft_branching=branching,
+            block_size=block_size,
+            num_blocks=128,
+            fast_paths=fast,
+        )
         engine = Engine(target, draft, config=config, clock=ManualClock())
-        ids = [engine.submit(prompt, max_tokens=count) for prompt, count in PROMPTS]
-        drain(engine)
+        # The plain engine provably never takes a fast path: their entry points fail.
+        with nullcontext() if fast else fast_paths_refused():
+            ids = [engine.submit(prompt, max_tokens=count) for prompt, count in PROMPTS]
+            engine.generate([5, 3, 1, 4], max_tokens=3)  # a cached prefix: a hot restore too
+            drain(engine)
         check_all_finished(engine)
-        results[plain] = [(engine.result(i).tokens, engine.committed_state(i)) for i in ids]
+        results[fast] = [(engine.result(i).tokens, engine.committed_state(i)) for i in ids]
     for (fast_tokens, fast_state), (plain_tokens, plain_state) in zip(
-        results[False], results[True]
+        results[True], results[False]
     ):
         assert fast_tokens == plain_tokens
         assert fast_state.max_error(plain_state) < SAME
+
+
+@pytest.mark.parametrize("value", [0, 1, "no", None])
+def test_the_fast_paths_option_takes_only_true_or_false(value: object) -> None:
+    with pytest.raises(ValueError, match="fast_paths"):
+        EngineConfig(fast_paths=value)  # type: ignore[arg-type]
