@@ -341,6 +341,16 @@ class DebuggerApp(LiveActions, ExportActions, App[None]):
 
     # -- views, screens and files -------------------------------------------------------------
 
+    def action_help_quit(self) -> None:
+        """ctrl+c: say how to quit in plain words (Textual's own line is markup, and this
+        app's notices are plain text)."""
+        keys = [
+            k for k, b in self.active_bindings.items() if b.binding.action in ("quit", "app.quit")
+        ]
+        self.notify(
+            f"Press {' or '.join(keys) or 'q'} to quit the app", title="Do you want to quit?"
+        )
+
     def action_filter_log(self) -> None:
         self.filter_log = not self.filter_log
         self._show_selection()

@@ -77,9 +77,9 @@ class AddRequestScreen(ModalScreen[str | None]):
             prompt = parse_tokens(self.query_one("#prompt", Input).value)
         except ValueError as error:
             raise ValueError(f"prompt: {error}") from None
-        max_tokens = parse_int(
-            self.query_one("#max-tokens", Input).value, "max new tokens", minimum=0
-        )
+        text = self.query_one("#max-tokens", Input).value
+        # An empty field takes the default, as a scenario's submit does.
+        max_tokens = parse_int(text, "max new tokens", minimum=0) if text.strip() else 8
         eos_id = parse_optional_int(self.query_one("#eos", Input).value, "EOS token id")
         problem = eos_problem(eos_id, self._vocab_size)
         if problem:

@@ -164,3 +164,21 @@ async def test_ctrl_s_saves_the_screen_with_a_dialog_open(
         assert isinstance(app.screen, dialog)  # still open, its fields as they were
         assert {field.id: field.value for field in app.screen.query(Input)} == fields
         assert messages(app) == [f"Screenshot saved: {written}"]
+
+
+async def test_an_empty_max_tokens_field_takes_the_default_of_eight() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        # The prompt, then into max tokens: select all and delete, leaving it empty.
+        await pilot.press("a", *"5,6,7", "tab", "ctrl+a", "ctrl+k", "enter")
+        assert not isinstance(app.screen, AddRequestScreen)
+        (added,) = [r for r in app.session.snapshot()["requests"] if r["prompt"] == [5, 6, 7]]
+        assert added["max_tokens"] == 8
+
+
+async def test_ctrl_c_says_how_to_quit_in_plain_words() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+c")
+        (notice,) = [m for m in messages(app) if "to quit the app" in m]
+        assert "[b]" not in notice and "q" in notice.split("to quit")[0]
