@@ -18,7 +18,6 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Grid
-from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable
 
@@ -35,7 +34,7 @@ from .live_actions import LiveActions
 from .replay_source import ReplayLike
 from .screens.help import HelpScreen, KeyHelp
 from .session import Session
-from .toasts import Toasts
+from .toasts import Notices, Toasts
 from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTable, StatusBar
 from .widgets.footer import KeyFooter
 from .widgets.status import DescriptionLine
@@ -65,7 +64,7 @@ def _screen_name(screen: Screen[Any]) -> str:
     return names.get(type(screen).__name__, "the dialog")
 
 
-class DebuggerApp(LiveActions, ExportActions, App[None]):
+class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
     """Step, cancel, roll back and inspect a live engine session (or replay a saved one)."""
 
     CSS_PATH = "app.tcss"
@@ -303,32 +302,6 @@ class DebuggerApp(LiveActions, ExportActions, App[None]):
     def action_available(self, action: str) -> bool:
         return bool(self.check_action(action, ()))
 
-    # -- notifications ------------------------------------------------------------------------
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = False,
-    ) -> None:
-        # Messages carry request ids, scenario names, paths and errors: plain text by default.
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
-
-    def on_notify(self, event: Notify) -> None:
-        """A notification already on screen is replaced, not stacked (see `toasts`). Runs
-        before App adds the new one."""
-        arrival = self._toasts.arrived(event.notification)
-        if arrival.show:
-            return
-        event.prevent_default()
-        if arrival.reshow:
-            self.clear_notifications()
-            for notification in arrival.reshow:
-                self.post_message(Notify(notification))
-
     # -- replay actions -----------------------------------------------------------------------
 
     def action_frame_forward(self) -> None:
@@ -340,16 +313,6 @@ class DebuggerApp(LiveActions, ExportActions, App[None]):
             self.refresh_view()
 
     # -- views, screens and files -------------------------------------------------------------
-
-    def action_help_quit(self) -> None:
-        """ctrl+c: say how to quit in plain words (Textual's own line is markup, and this
-        app's notices are plain text)."""
-        keys = [
-            k for k, b in self.active_bindings.items() if b.binding.action in ("quit", "app.quit")
-        ]
-        self.notify(
-            f"Press {' or '.join(keys) or 'q'} to quit the app", title="Do you want to quit?"
-        )
 
     def action_filter_log(self) -> None:
         self.filter_log = not self.filter_log

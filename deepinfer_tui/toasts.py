@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.notifications import Notification
+from textual.notifications import Notification, Notify, SeverityLevel
 
 
 def _same(a: Notification, b: Notification) -> bool:
@@ -56,3 +56,42 @@ class Toasts:
 def _copy(n: Notification, timeout: float) -> Notification:
     # A new identity: Textual keys notifications by it.
     return Notification(n.message, n.title, n.severity, max(timeout, 0.0), markup=n.markup)
+
+
+class Notices:
+    """The app's notifications: plain text, and a repeat replaces its twin (a mixin of
+    `DebuggerApp`, which keeps a `Toasts` as `_toasts`)."""
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        # Messages carry request ids, scenario names, paths and errors: plain text by default.
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def on_notify(self, event: Notify) -> None:
+        """A notification already on screen is replaced, not stacked (see `toasts`). Runs
+        before App adds the new one."""
+        arrival = self._toasts.arrived(event.notification)
+        if arrival.show:
+            return
+        event.prevent_default()
+        if arrival.reshow:
+            self.clear_notifications()
+            for notification in arrival.reshow:
+                self.post_message(Notify(notification))
+
+    def action_help_quit(self) -> None:
+        """ctrl+c: say how to quit in plain words (Textual's own line is markup, and this
+        app's notices are plain text)."""
+        keys = [
+            k for k, b in self.active_bindings.items() if b.binding.action in ("quit", "app.quit")
+        ]
+        self.notify(
+            f"Press {' or '.join(keys) or 'q'} to quit the app", title="Do you want to quit?"
+        )

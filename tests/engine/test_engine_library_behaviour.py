@@ -131,34 +131,38 @@ def test_a_draft_with_rows_of_its_own_leaves_a_zero_token_prompt_uncached() -> N
 # -- 3. bounded recovery reuses an identical prompt ------------------------------------------
 
 
+BOUNDED_PROMPT = [2, 7, 1, 8, 2, 8]
+
+
+def bounded_engine(mode: str, keep: int) -> tuple[Engine, ManualClock]:
+    """A bounded-recovery engine that has already served BOUNDED_PROMPT once."""
+    clock = ManualClock()
+    config = EngineConfig(recovery_mode=mode, keep=keep, num_blocks=64, block_size=4)
+    engine = Engine(TinyModel(seed=6), None, config=config, clock=clock)
+    engine.generate(BOUNDED_PROMPT, max_tokens=3)
+    return engine, clock
+
+
 @pytest.mark.parametrize("mode", ["mask", "compact"])
 def test_bounded_recovery_restores_an_identical_prompt_hot_then_warm(mode: str) -> None:
-    clock = ManualClock()
-    config = EngineConfig(recovery_mode=mode, keep=4, num_blocks=64, block_size=4)
-    engine = Engine(TinyModel(seed=6), None, config=config, clock=clock)
-    prompt = [2, 7, 1, 8, 2, 8]
-    engine.generate(prompt, max_tokens=3)
+    engine, clock = bounded_engine(mode, keep=4)
     caches = []
     for move in (0.0, 10.0):  # hot first; then only the encoder prefix is alive
         clock.advance(move)
-        rid = engine.submit(prompt, max_tokens=3)
+        rid = engine.submit(BOUNDED_PROMPT, max_tokens=3)
         restore = restore_of(drain(engine), rid)
         caches.append((restore["cache"], restore["reused_positions"], restore["recovery_mode"]))
     assert caches == [("hot", 5, mode), ("warm", 5, mode)]
-    shorter = engine.submit(prompt[:4], max_tokens=2)  # a prefix of the entry: usable too
+    shorter = engine.submit(BOUNDED_PROMPT[:4], max_tokens=2)  # a prefix of the entry: usable
     assert restore_of(drain(engine), shorter)["reused_positions"] == 3
 
 
 @pytest.mark.parametrize("mode", ["mask", "compact"])
 def test_bounded_reuse_of_an_identical_prompt_is_exact_when_keep_covers_it(mode: str) -> None:
-    clock = ManualClock()
-    config = EngineConfig(recovery_mode=mode, keep=64, num_blocks=64, block_size=4)
-    engine = Engine(TinyModel(seed=6), None, config=config, clock=clock)
-    prompt = [2, 7, 1, 8, 2, 8]
-    engine.generate(prompt, max_tokens=3)
+    engine, clock = bounded_engine(mode, keep=64)
     for move in (0.0, 10.0):
         clock.advance(move)
-        rid = engine.submit(prompt, max_tokens=4)
+        rid = engine.submit(BOUNDED_PROMPT, max_tokens=4)
         assert restore_of(drain(engine), rid)["cache"] in ("hot", "warm")
         check_against_oracle(engine, rid)
 
