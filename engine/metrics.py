@@ -12,7 +12,10 @@ Calculations" and "Interval Calculations vs Preemptions"):
   computed rows for the request (the first `schedule` event naming it); `first_token` and
   every later token the clock of the round that committed it (a round reads its clock once,
   when it starts); `finished` the clock of the round it finished in (a request cancelled
-  between rounds takes the last reading the engine made before it).
+  between rounds takes the last reading the engine made before it: that round's, or a later
+  submit's).
+- `preemptions` counts the request's `preempt` events, `recomputed_positions` adds up their
+  `recompute_positions` (what its readmission had to compute again, the cache's part apart).
 - queue_time = scheduled - queued; ttft = first_token - queued; prefill_time = first_token -
   scheduled; decode_time = last token - first_token; e2e = finished - queued.
 - A preemption does not restart any interval (vLLM keeps the first SCHEDULED): the time
@@ -196,6 +199,9 @@ class Observer:
         first = token_clocks[0] if token_clocks else None
         last = token_clocks[-1] if token_clocks else None
         finished = self.clock_of(request.finished_round, request.finished_fallback)
+        if finished is not None and request.finished_fallback is not None:
+            # A cancel after its round (and maybe a submit): the reading made last before it.
+            finished = max(finished, request.finished_fallback)
         return {
             "queued": queued,
             "scheduled": scheduled,

@@ -99,6 +99,52 @@ def test_a_preemption_during_decode_lengthens_one_inter_token_latency() -> None:
     assert engine.result("a").timing["preemptions"] == 0
 
 
+def test_preemptions_during_prefill_lengthen_ttft_and_prefill_time() -> None:
+    clock = ManualClock(0.0)
+    # "b"'s 12-position prompt, 4 rows a round in a pool of 8 blocks of 2: "a" growing
+    # preempts it twice mid-prefill (rounds 5 and 8), and it reaches its first token in 12.
+    config = EngineConfig(block_size=2, num_blocks=8, token_budget=4)
+    engine = Engine(clock=clock, config=config)
+    engine.submit([1, 2, 3], max_tokens=8, request_id="a")
+    engine.submit(list(range(1, 13)), max_tokens=2, request_id="b")
+    drain(engine, clock, lambda r: 0.5 * r)
+    preempts = [
+        (e["tick"], e["recompute_positions"]) for e in engine.trace if e["kind"] == "preempt"
+    ]
+    assert preempts == [(5, 12), (8, 12)]
+    assert commit_rounds(engine, "b") == [(12, 1), (13, 1)]
+    b = engine.result("b").timing
+    assert (b["scheduled_round"], b["first_token_round"]) == (1, 12)
+    assert b["queue_time"] == 0.5  # the first admission; readmissions restart nothing
+    assert b["ttft"] == 6.0
+    assert b["prefill_time"] == 5.5
+    assert b["itl"] == [0.5]
+    assert (b["preemptions"], b["recomputed_positions"]) == (2, 24)
+
+
+def one_round(max_tokens: int) -> tuple[Engine, ManualClock]:
+    """An engine with request "a" (queued at 0.0) after one round read at 1.0."""
+    clock = ManualClock(0.0)
+    engine = Engine(clock=clock)
+    engine.submit([1, 2, 3], max_tokens=max_tokens, request_id="a")
+    clock.now = 1.0
+    engine.step()
+    return engine, clock
+
+
+def test_a_cancel_between_rounds_finishes_at_the_last_reading() -> None:
+    engine, clock = one_round(5)
+    clock.now = 4.0
+    engine.cancel("a")  # the engine reads no clock to cancel: round 1's reading
+    assert engine.result("a").timing["finished"] == 1.0
+    engine.submit([1, 2], max_tokens=1, request_id="b")  # read at 4.0
+    clock.now = 9.0
+    engine.submit([3, 4], max_tokens=1, request_id="c")  # read at 9.0
+    engine.cancel("b")
+    assert engine.result("b").timing["e2e"] == 5.0
+    assert engine.result("b").timing["scheduled"] is None
+
+
 def _drafting_engine(noise: float, clock: ManualClock, **config) -> Engine:
     target = TinyModel(seed=7)
     draft = make_draft(target, seed=8, noise=noise)
@@ -176,11 +222,7 @@ def test_kv_usage_is_the_share_of_blocks_requests_hold() -> None:
 
 
 def test_timing_follows_undo() -> None:
-    clock = ManualClock(0.0)
-    engine = Engine(clock=clock)
-    engine.submit([1, 2, 3], max_tokens=3, request_id="a")
-    clock.now = 1.0
-    engine.step()
+    engine, clock = one_round(3)
 
     def timing() -> dict:
         return {r["id"]: r for r in engine.snapshot()["requests"]}["a"]["timing"]
