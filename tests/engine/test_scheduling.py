@@ -182,9 +182,8 @@ def preempted_run(policy: str) -> tuple[Engine, list[dict]]:
 def test_the_preemption_victim_follows_the_policy_and_the_reason_names_the_rule() -> None:
     engine, events = preempted_run("fcfs")
     first = events_of(events, "preempt")[0]
-    assert first["request_id"] == "mid" and "fcfs: mid was the most recently admitted" in (
-        first["reason"]
-    )
+    assert first["request_id"] == "mid"
+    assert "fcfs: mid was the most recently admitted" in first["reason"]
     check_all_finished(engine)
     engine, events = preempted_run("priority")
     first = events_of(events, "preempt")[0]
