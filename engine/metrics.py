@@ -14,8 +14,10 @@ Calculations" and "Interval Calculations vs Preemptions"):
   when it starts); `finished` the clock of the round it finished in (a request cancelled
   between rounds takes the last reading the engine made before it: that round's, or a later
   submit's).
-- `preemptions` counts the request's `preempt` events, `recomputed_positions` adds up their
-  `recompute_positions` (what its readmission had to compute again, the cache's part apart).
+- `preemptions` counts the request's `preempt` events; `recomputed_positions` the work they
+  cost: at each readmission after one, the positions it had stored when preempted less those
+  the cache gave back (the preempt event's `recompute_positions` is only the estimate made
+  then: the cache may lose the prefix, or another request's may cover more, before it runs).
 - queue_time = scheduled - queued; ttft = first_token - queued; prefill_time = first_token -
   scheduled; decode_time = last token - first_token; e2e = finished - queued.
 - A preemption does not restart any interval (vLLM keeps the first SCHEDULED): the time
@@ -71,6 +73,7 @@ class _Request:
     finished_fallback: float | None = None  # the last reading before it, if its round has none
     preemptions: int = 0
     recomputed_positions: int = 0
+    lost: int | None = None  # positions stored when last preempted, until it is readmitted
 
 
 class Observer:
@@ -132,13 +135,11 @@ class Observer:
         elif kind == "verify":
             self._fold_verify(event["nodes"])
         elif kind == "restore":
-            self.prefix_query_tokens += event["reused_positions"] + event["suffix_positions"]
-            self.prefix_hit_tokens += event["reused_positions"]
+            self._fold_restore(request, event["reused_positions"], event["suffix_positions"])
         elif kind == "preempt":
             request.preemptions += 1
-            request.recomputed_positions += event["recompute_positions"]
+            request.lost = event["lost_positions"]
             self.preemptions += 1
-            self.recomputed_positions += event["recompute_positions"]
             self.kept_positions += event["kept_positions"]
         elif kind == "finished":
             request.finished_round, request.finished_fallback = tick, self.latest
@@ -158,6 +159,15 @@ class Observer:
             request = self.requests.get(part["request_id"])
             if request is not None and request.scheduled_round is None:
                 request.scheduled_round = tick
+
+    def _fold_restore(self, request: _Request, reused: int, suffix: int) -> None:
+        self.prefix_query_tokens += reused + suffix
+        self.prefix_hit_tokens += reused
+        if request.lost is not None:  # readmitted after a preemption
+            recomputed = max(0, request.lost - reused)
+            request.recomputed_positions += recomputed
+            self.recomputed_positions += recomputed
+            request.lost = None
 
     def _fold_verify(self, nodes: list[dict[str, Any]]) -> None:
         for node in nodes:

@@ -28,6 +28,11 @@ def commit_rounds(engine: Engine, request_id: str) -> list[tuple[int, int]]:
     ]
 
 
+def fields(engine: Engine, kind: str, *names: str) -> list[tuple]:
+    """The named fields of every event of `kind`, in trace order."""
+    return [tuple(e[name] for name in names) for e in engine.trace if e["kind"] == kind]
+
+
 def test_timing_of_a_plain_request() -> None:
     clock = ManualClock(0.25)
     engine = Engine(clock=clock)
@@ -75,43 +80,46 @@ def test_a_chunked_prefill_counts_in_ttft_and_prefill_time() -> None:
 
 def test_a_preemption_during_decode_lengthens_one_inter_token_latency() -> None:
     clock = ManualClock(0.0)
-    # Two requests that cannot both grow in 6 blocks of 2: "b" is preempted in round 6 with
-    # 7 positions to recompute, and runs again from round 10.
+    # Two requests that cannot both grow in 6 blocks of 2: "b" is preempted in round 6 with 6
+    # positions stored, readmitted cold in round 9 (its offered prefix was evicted) and
+    # commits again in round 11.
     engine = Engine(clock=clock, config=EngineConfig(block_size=2, num_blocks=6))
     engine.submit([1, 2, 3], max_tokens=6, request_id="a")
     engine.submit([4, 5, 6], max_tokens=6, request_id="b")
     drain(engine, clock, lambda r: 1.5 * r)
-    (preempt,) = [e for e in engine.trace if e["kind"] == "preempt"]
-    assert (preempt["tick"], preempt["request_id"], preempt["recompute_positions"]) == (6, "b", 7)
+    assert fields(engine, "preempt", "tick", "request_id", "lost_positions") == [(6, "b", 6)]
+    assert fields(engine, "restore", "tick", "reused_positions")[-1] == (9, 0)
     rounds = [tick for tick, _ in commit_rounds(engine, "b")]
-    assert rounds == [1, 2, 4, 5, 10, 11]
+    assert rounds == [1, 2, 4, 5, 11, 12]
     b = engine.result("b").timing
     # The preemption restarts nothing (vLLM): TTFT is the first round's; the gap from round
-    # 5 to 10 is one inter-token latency; the decode time holds it.
+    # 5 to 11 is one inter-token latency; the decode time holds it.
     assert b["ttft"] == 1.5 and b["queue_time"] == 1.5
-    assert b["itl"] == [1.5, 3.0, 1.5, 7.5, 1.5]
-    assert b["decode_time"] == 15.0
-    assert b["e2e"] == 16.5
-    assert (b["preemptions"], b["recomputed_positions"]) == (1, 7)
+    assert b["itl"] == [1.5, 3.0, 1.5, 9.0, 1.5]
+    assert b["decode_time"] == 16.5
+    assert b["e2e"] == 18.0
+    assert (b["preemptions"], b["recomputed_positions"]) == (1, 6)  # all 6 computed again
     serving = engine.metrics()["serving"]
-    assert (serving["preemptions"], serving["recomputed_positions"]) == (1, 7)
-    assert serving["kept_positions"] == preempt["kept_positions"]
+    assert (serving["preemptions"], serving["recomputed_positions"]) == (1, 6)
+    assert [serving["kept_positions"]] == [
+        k for (k,) in fields(engine, "preempt", "kept_positions")
+    ]
     assert engine.result("a").timing["preemptions"] == 0
 
 
 def test_preemptions_during_prefill_lengthen_ttft_and_prefill_time() -> None:
     clock = ManualClock(0.0)
     # "b"'s 12-position prompt, 4 rows a round in a pool of 8 blocks of 2: "a" growing
-    # preempts it twice mid-prefill (rounds 5 and 8), and it reaches its first token in 12.
+    # preempts it twice mid-prefill (rounds 5 and 8, with 7 and 6 positions stored); it is
+    # readmitted cold, then with a 3-position hot hit (a's prompt is its first 3 tokens), and
+    # reaches its first token in round 12.
     config = EngineConfig(block_size=2, num_blocks=8, token_budget=4)
     engine = Engine(clock=clock, config=config)
     engine.submit([1, 2, 3], max_tokens=8, request_id="a")
     engine.submit(list(range(1, 13)), max_tokens=2, request_id="b")
     drain(engine, clock, lambda r: 0.5 * r)
-    preempts = [
-        (e["tick"], e["recompute_positions"]) for e in engine.trace if e["kind"] == "preempt"
-    ]
-    assert preempts == [(5, 12), (8, 12)]
+    assert fields(engine, "preempt", "tick", "lost_positions") == [(5, 7), (8, 6)]
+    assert fields(engine, "restore", "tick", "reused_positions")[-2:] == [(6, 0), (9, 3)]
     assert commit_rounds(engine, "b") == [(12, 1), (13, 1)]
     b = engine.result("b").timing
     assert (b["scheduled_round"], b["first_token_round"]) == (1, 12)
@@ -119,7 +127,7 @@ def test_preemptions_during_prefill_lengthen_ttft_and_prefill_time() -> None:
     assert b["ttft"] == 6.0
     assert b["prefill_time"] == 5.5
     assert b["itl"] == [0.5]
-    assert (b["preemptions"], b["recomputed_positions"]) == (2, 24)
+    assert (b["preemptions"], b["recomputed_positions"]) == (2, 7 + (6 - 3))
 
 
 def one_round(max_tokens: int) -> tuple[Engine, ManualClock]:
