@@ -143,7 +143,7 @@ class Observer:
             self.kept_positions += event["kept_positions"]
         elif kind == "finished":
             request.finished_round, request.finished_fallback = tick, self.latest
-        elif kind == "rollback":
+        elif kind == "rollback" and event["removed"]:  # removing nothing reopens nothing
             del request.token_rounds[len(request.token_rounds) - len(event["removed"]) :]
             request.finished_round = request.finished_fallback = None  # reopened
 

@@ -251,6 +251,18 @@ def test_timing_follows_undo() -> None:
     assert timing()["finished"] is None and timing()["itl"] == [6.0]
 
 
+def test_a_rollback_takes_its_tokens_out_of_the_timing() -> None:
+    engine, clock = one_round(3)
+    drain(engine, clock, lambda r: 2.0 * r)  # rounds read 1.0, 4.0, 6.0
+    assert engine.result("a").timing["itl"] == [3.0, 2.0]
+    engine.rollback("a", 2)  # reopened with its first token, read in round 1
+    timing = {r["id"]: r for r in engine.snapshot()["requests"]}["a"]["timing"]
+    assert (timing["first_token"], timing["itl"], timing["finished"]) == (1.0, [], None)
+    drain(engine, clock, lambda r: 2.0 * r)  # rounds 4 and 5 commit the two again
+    timing = engine.result("a").timing
+    assert (timing["itl"], timing["finished"], timing["e2e"]) == ([7.0, 2.0], 10.0, 10.0)
+
+
 def test_the_synthetic_clock_adds_each_rounds_cost() -> None:
     clock = ManualClock(5.0)  # the injected clock stands still
     engine = Engine(clock=clock, config=EngineConfig(synthetic_clock=True))
