@@ -201,6 +201,9 @@ def test_acceptance_identities_over_a_noisy_chain_draft() -> None:
         itl = result.timing["itl"]
         assert len(itl) == len(result.tokens) - 1
         assert sum(itl) == pytest.approx(result.timing["decode_time"], abs=1e-12)
+        timing = result.timing
+        assert timing["ttft"] == timing["queue_time"] + timing["prefill_time"]
+        assert timing["e2e"] == timing["ttft"] + timing["decode_time"]  # finished at its last
 
 
 def test_prefix_hits_count_reused_positions() -> None:
