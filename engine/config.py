@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .model import RECOVERY_MODES, is_integer, is_number
+from .speculation.acceptance import ACCEPTANCE_MODES
 from .speculation.budget import validate_cost_curve
 
 # Positions one pool may hold: far beyond any use here (at width 32 a position's target rows
@@ -49,6 +50,9 @@ class EngineConfig:
     # The model's speed tricks (chain path, length groups, chunking, padded contexts, work
     # buffers); False runs the plain tree-masked forward alone, for reading and stepping.
     fast_paths: bool = True
+    # How a sampled request's draft is checked: "coupled" (the target's seeded sample decides:
+    # tokens equal sample_generate's) or "rejection" (min(1, p/q), a chain only).
+    draft_acceptance: str = "coupled"
 
     def __post_init__(self) -> None:
         for name in (
@@ -99,6 +103,16 @@ class EngineConfig:
             raise ValueError(
                 f"unknown recovery_mode {self.recovery_mode!r}; "
                 f"use one of {', '.join(RECOVERY_MODES)}"
+            )
+        if self.draft_acceptance not in ACCEPTANCE_MODES:
+            raise ValueError(
+                f"unknown draft_acceptance {self.draft_acceptance!r}; "
+                f"use one of {', '.join(ACCEPTANCE_MODES)}"
+            )
+        if self.draft_acceptance == "rejection" and self.draft_branching > 1:
+            raise ValueError(
+                "draft_acceptance 'rejection' checks a chain: draft_branching must be 1, "
+                f"got {self.draft_branching}"
             )
         curve = None
         if self.cost_curve is not None:

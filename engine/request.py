@@ -20,6 +20,7 @@ import numpy as np
 from .config import EngineConfig, Result
 from .model import TinyModel, is_integer
 from .rows import FinishedRows
+from .sampling import GREEDY, SamplingParams, check_sampling
 
 
 class Status(StrEnum):
@@ -60,6 +61,7 @@ class Request:
     # The table this map was made for, and the slot of every position it covers (an int: the
     # first slot, when the blocks are consecutive). Rebuilt only when the table changes.
     slot_map: tuple[list[int], np.ndarray | int] | None = None
+    sampling: SamplingParams = GREEDY  # a sampled request's seed is set at submit
 
     @property
     def generated(self) -> int:
@@ -200,6 +202,7 @@ def new_request(
     max_tokens: object,
     eos_id: object,
     request_id: object,
+    sampling: object = None,
 ) -> Request:
     """A checked new request (ids not in `taken`); raises ValueError naming the bad field."""
     tokens = target.check_tokens(prompt, "prompt")
@@ -207,6 +210,7 @@ def new_request(
         raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
     max_tokens = int(max_tokens)  # type: ignore[call-overload]
     eos_id = target.check_eos_id(eos_id)
+    sampling = check_sampling(sampling).seeded()
     if request_id is None:
         number = len(taken) + 1
         while f"request-{number}" in taken:
@@ -223,7 +227,9 @@ def new_request(
             f"request needs {blocks} blocks ({len(tokens)} prompt + {max_tokens} new "
             f"positions) but the pool has only {num_blocks}: raise {setting}"
         )
-    return Request(request_id, tokens, max_tokens, eos_id, list(tokens))
+    request = Request(request_id, tokens, max_tokens, eos_id, list(tokens))
+    request.sampling = sampling
+    return request
 
 
 def check_request_id(request_id: object) -> str:

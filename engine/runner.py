@@ -5,7 +5,7 @@ the drafter; what to keep, from the commit."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from .model import State, TinyModel
 from .request import Request
 from .rows import BatchContext, RowBatchItem, Rows, Stored
 from .scheduler import Scheduled
+from .speculation.acceptance import sampled_choices
 from .speculation.tree import ROOT, DraftTree
 
 Outputs = tuple[list[Rows | Exception], np.ndarray | None]
@@ -22,7 +23,8 @@ Outputs = tuple[list[Rows | Exception], np.ndarray | None]
 
 @dataclass(eq=False)
 class Verified:
-    """One request's verified rows: the target's argmax at the root and every verified node."""
+    """One request's verified rows, and the target's choice at the root and every verified
+    node (the argmax, or for a sampled request its seeded sample or rejection-sampler pick)."""
 
     plan: Scheduled
     request: Request
@@ -32,8 +34,9 @@ class Verified:
     out: Rows
     rows: dict[int, int]  # tree node -> row of `out`
     slots: np.ndarray  # pool slots of `out`
-    argmax: dict[int, int]
+    choice: dict[int, int]
     depth: int  # the target's layers: each consumer row is computed once per layer
+    checks: dict[int, dict] = field(default_factory=dict)  # a sampled node's p, q, draw...
 
 
 class Runner:
@@ -190,13 +193,13 @@ class Runner:
                 Verified(plan, request, tree, selected, item, out, rows, slots, {}, depth)
             )
         if verified:
-            self._store_and_argmax(verified, flat)
+            self._store_and_choose(verified, flat)
         return verified
 
-    def _store_and_argmax(self, verified: list[Verified], flat: np.ndarray | None) -> None:
+    def _store_and_choose(self, verified: list[Verified], flat: np.ndarray | None) -> None:
         """Write every computed target row into the pool (committed positions first, then the
-        tree's nodes as speculative rows), and read the target's argmax at every verified node
-        (and the root) of every request, in one call.
+        tree's nodes as speculative rows), and make the target's choice at every verified node
+        (and the root) of every request: the argmax for all greedy requests in one call.
 
         One write for the whole batch: each request's slots are its own blocks (copy-on-write
         happened when the round reserved space), so no commit touches another's rows.
@@ -216,8 +219,25 @@ class Runner:
             offset += len(v.out)
         logits = rows[np.array(index, dtype=np.intp), self.target.layout.logits]
         best = iter(logits.argmax(axis=-1).tolist())
+        start = 0
         for v in verified:
-            v.argmax = {node: next(best) for node in v.rows}
+            v.choice = {node: next(best) for node in v.rows}
+            end = start + len(v.rows)
+            if not v.request.sampling.greedy:
+                self._sample(v, dict(zip(v.rows, logits[start:end])))
+            start = end
+
+    def _sample(self, v: Verified, logits: dict[int, np.ndarray]) -> None:
+        """A sampled request's choices: its stream at each node's position decides."""
+        rejection = self.config.draft_acceptance == "rejection"
+        v.choice, v.checks = sampled_choices(
+            v.tree,
+            v.selected,
+            logits,
+            v.request.sampling,
+            len(v.request.tokens) - 1,
+            v.plan.proposal.draft_probs if rejection else None,
+        )
 
     # -- committed state --------------------------------------------------------------------
 

@@ -207,6 +207,7 @@ class Views:
             "generated": request.tokens[len(request.prompt) :],
             "max_tokens": request.max_tokens,
             "eos_id": request.eos_id,
+            "sampling": request.sampling.to_dict(),
             "pending_token": request.tokens[-1],
             "committed_positions": cursor,
             # Stored positions the pending token's local attention reads (it sees itself too).

@@ -8,8 +8,11 @@ case `branching == 1`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+
+from ..sampling import DRAFT_STREAM, TARGET_STREAM, SamplingParams, distribution, noise, race
 
 ROOT = 0
 
@@ -24,6 +27,10 @@ class DraftTree:
     selected: list[bool] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)  # root/accepted/rejected/unverified
     target_tokens: list[int | None] = field(default_factory=list)
+    # A sampled request's verified nodes: p(x), q(x), the draw, the acceptance probability,
+    # and at a rejection the top of the distribution the replacement came from.
+    checks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    ngram: dict[str, int] | None = None  # the n-gram drafter's match: context start, length
 
     @classmethod
     def rooted(cls, token: int) -> DraftTree:
@@ -40,25 +47,42 @@ class DraftTree:
         self.path_probs.append(self.path_probs[parent] * prob)
         return len(self.tokens) - 1
 
-    def judge(self, verified: list[int], path: list[int], argmax: dict[int, int]) -> None:
-        """Record each node's verdict and, where the target disagreed, the target's token."""
+    def judge(
+        self,
+        verified: list[int],
+        path: list[int],
+        choice: dict[int, int],
+        checks: dict[int, dict[str, Any]] | None = None,
+    ) -> None:
+        """Record each node's verdict and, where the target disagreed, the target's token. A
+        verified node below a rejected one is discarded with its parent (never judged)."""
         chosen, accepted = set(verified), set(path)
         self.selected = [i == ROOT or i in chosen for i in range(len(self))]
         self.verdicts, self.target_tokens = [], []
         for i in range(len(self)):
+            parent = self.parents[i]
             if i == ROOT:
                 verdict, token = "root", None
             elif i not in chosen:
                 verdict, token = "unverified", None
             elif i in accepted:
                 verdict, token = "accepted", self.tokens[i]
+            elif parent == ROOT or parent in accepted:
+                verdict, token = "rejected", choice.get(parent)
             else:
-                verdict, token = "rejected", argmax.get(self.parents[i])
+                verdict, token = "discarded", None
             self.verdicts.append(verdict)
             self.target_tokens.append(token)
+        self.checks = {}
+        for node, check in (checks or {}).items():
+            kept = dict(check)
+            if self.verdicts[node] != "rejected":  # the replacement was chosen elsewhere
+                kept.pop("replacement_top", None)
+            self.checks[node] = kept
 
     def to_dict(self) -> dict:
-        return {
+        empty = {"p": None, "q": None, "draw": None, "accept_prob": None}
+        view: dict[str, Any] = {
             "nodes": [
                 {
                     "id": i,
@@ -70,10 +94,15 @@ class DraftTree:
                     "selected": self.selected[i] if self.selected else i == ROOT,
                     "verdict": self.verdicts[i] if self.verdicts else None,
                     "target_token": self.target_tokens[i] if self.target_tokens else None,
+                    **empty,
+                    **self.checks.get(i, {}),
                 }
                 for i in range(len(self))
             ]
         }
+        if self.ngram is not None:
+            view["ngram"] = dict(self.ngram)
+        return view
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -117,6 +146,37 @@ def expand(
     for _, node, token, p in candidates[: max(0, room)]:
         added.append(tree.add(node, token, p))
     return added
+
+
+@dataclass(frozen=True)
+class Children:
+    """A sampled request's children of one node: their tokens, the probabilities the tree
+    ranks them by, and (rejection) the distribution q the one child was drawn from."""
+
+    tokens: list[int]
+    probs: list[float]
+    q: np.ndarray | None = None
+
+
+def sampled_children(
+    logits: np.ndarray, sampling: SamplingParams, position: int, branching: int, rejection: bool
+) -> Children:
+    """The children a draft proposes at absolute `position` for a sampled request.
+
+    Rejection: one child drawn from the draft's q with the request's draft stream; it ranks by
+    max(q), not q(x), because which positions are verified must not depend on the draw.
+    Coupled: the draft's sample with the *target's* stream first (when q is close to p it is
+    the target's own choice), then the next most likely tokens; the target decides alone.
+    """
+    q = distribution(logits, sampling)
+    assert sampling.seed is not None, "a sampled request gets its seed at submit"
+    if rejection:
+        token = int(race(q, noise(sampling.seed, position, DRAFT_STREAM, len(q))))
+        return Children([token], [float(q.max())], q)
+    first = int(race(q, noise(sampling.seed, position, TARGET_STREAM, len(q))))
+    ranked = [int(t) for t in np.argsort(-q, kind="stable") if t != first and q[t] > 0]
+    tokens = [first, *ranked[: branching - 1]]
+    return Children(tokens, [float(q[t]) for t in tokens])
 
 
 def best_nodes(tree: DraftTree, nodes: list[int], count: int) -> list[int]:
