@@ -81,7 +81,6 @@ class DraftTree:
             self.checks[node] = kept
 
     def to_dict(self) -> dict:
-        empty = {"p": None, "q": None, "draw": None, "accept_prob": None}
         view: dict[str, Any] = {
             "nodes": [
                 {
@@ -94,8 +93,7 @@ class DraftTree:
                     "selected": self.selected[i] if self.selected else i == ROOT,
                     "verdict": self.verdicts[i] if self.verdicts else None,
                     "target_token": self.target_tokens[i] if self.target_tokens else None,
-                    **empty,
-                    **self.checks.get(i, {}),
+                    **self.checks.get(i, {}),  # a sampled request's verified nodes
                 }
                 for i in range(len(self))
             ]

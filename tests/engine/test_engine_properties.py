@@ -129,7 +129,8 @@ def setups(draw: st.DrawFn, *, pool: str) -> Setup:
 def comparable(snapshot: dict[str, Any]) -> dict[str, Any]:
     """What undo must restore exactly: everything but the clock, the history's own size and
     which idle blocks are still kept for the history (history trimmed for space in between
-    frees blocks the rewound state had retained for it)."""
+    frees blocks the rewound state had retained for it; such a block then reads "dropped" when
+    the rewound round's commit had released it, where it read "retained")."""
     view = strip_clock(snapshot)
     view.pop("undo")
     blocks = view["metrics"]["blocks"]
@@ -137,7 +138,7 @@ def comparable(snapshot: dict[str, Any]) -> dict[str, Any]:
     blocks["used"] -= blocks["retained"]
     blocks["retained"] = 0
     for block in view["pool"]["blocks"]:
-        if block["state"] == "retained":
+        if block["state"] in ("retained", "dropped"):
             block["state"] = "free"
     return view
 
