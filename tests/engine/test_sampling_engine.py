@@ -73,13 +73,21 @@ def run_sampled(
     engine = Engine(target, draft_for(draft, target), config=EngineConfig(**config),
                     clock=ManualClock())  # fmt: skip
     choices = itertools.cycle(SAMPLINGS[sampling_offset:] + SAMPLINGS[:sampling_offset])
+    seeds = itertools.count(100 * seed)  # fixed seeds: a deterministic test (drawn ones below)
+
+    def submit(prompt: list[int], max_tokens: int) -> None:
+        params = next(choices)
+        if not params.greedy and params.seed is None:
+            params = SamplingParams(params.temperature, params.top_k, params.top_p, next(seeds))
+        engine.submit(prompt, max_tokens=max_tokens, sampling=params)
+
     for prompt, max_tokens in WORKLOAD:
-        engine.submit(prompt, max_tokens=max_tokens, sampling=next(choices))
+        submit(prompt, max_tokens)
     for _ in range(2):
         engine.step()
         check_block_invariants(engine)
     for prompt, max_tokens in LATE:
-        engine.submit(prompt, max_tokens=max_tokens, sampling=next(choices))
+        submit(prompt, max_tokens)
     drain(engine)
     results = check_all_finished(engine)  # sample_generate with each view's seed
     assert len(results) == len(WORKLOAD) + len(LATE)
