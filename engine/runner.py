@@ -14,6 +14,7 @@ from .config import EngineConfig
 from .model import State, TinyModel
 from .request import Request
 from .rows import BatchContext, RowBatchItem, Rows, Stored
+from .sampling import TARGET_STREAM, distributions, noise_rows
 from .scheduler import Scheduled
 from .speculation.acceptance import sampled_choices
 from .speculation.tree import ROOT, DraftTree
@@ -219,25 +220,41 @@ class Runner:
             offset += len(v.out)
         logits = rows[np.array(index, dtype=np.intp), self.target.layout.logits]
         best = iter(logits.argmax(axis=-1).tolist())
-        start = 0
+        starts, start = [], 0
         for v in verified:
             v.choice = {node: next(best) for node in v.rows}
-            end = start + len(v.rows)
-            if not v.request.sampling.greedy:
-                self._sample(v, dict(zip(v.rows, logits[start:end])))
-            start = end
+            starts.append(start)
+            start += len(v.rows)
+        sampled = [(v, at) for v, at in zip(verified, starts) if not v.request.sampling.greedy]
+        if sampled:
+            self._sample(sampled, logits)
 
-    def _sample(self, v: Verified, logits: dict[int, np.ndarray]) -> None:
-        """A sampled request's choices: its stream at each node's position decides."""
+    def _sample(self, sampled: list[tuple[Verified, int]], logits: np.ndarray) -> None:
+        """Sampled requests' choices (their rows start at the given offsets of `logits`): the
+        request's stream at each node's position decides, for every row in one pass."""
+        rows, params, seeds, positions = [], [], [], []
+        for v, start in sampled:
+            request, depths = v.request, v.tree.depths
+            rows.extend(range(start, start + len(v.rows)))
+            params.extend([request.sampling] * len(v.rows))
+            seeds.extend([request.sampling.seed] * len(v.rows))
+            root = len(request.tokens) - 1
+            positions.extend(root + depths[node] + 1 for node in v.rows)  # of the chosen token
+        probs = distributions(logits[rows], params)
+        uniforms = noise_rows(seeds, positions, TARGET_STREAM, probs.shape[1])
         rejection = self.config.draft_acceptance == "rejection"
-        v.choice, v.checks = sampled_choices(
-            v.tree,
-            v.selected,
-            logits,
-            v.request.sampling,
-            len(v.request.tokens) - 1,
-            v.plan.proposal.draft_probs if rejection else None,
-        )
+        offset = 0
+        for v, _ in sampled:
+            count = len(v.rows)
+            v.choice, v.checks = sampled_choices(
+                v.tree,
+                v.selected,
+                list(v.rows),
+                probs[offset : offset + count],
+                uniforms[offset : offset + count],
+                v.plan.proposal.draft_probs if rejection else None,
+            )
+            offset += count
 
     # -- committed state --------------------------------------------------------------------
 

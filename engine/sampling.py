@@ -1,7 +1,7 @@
 """Sampling: SamplingParams, the distribution they make of a logits row, and reproducible noise.
 
 A request's random numbers at an absolute position come from a counter-based stream keyed by
-(seed, position, stream): a Philox generator built for that key alone. So the token chosen at
+(seed, position, stream): SplitMix64's finaliser over the key and the index. So the token chosen at
 a position depends only on the seed, the position and the logits there, never on batching,
 drafts, chunking, preemption, undo or replay. Temperature 0 is greedy: the argmax, no noise.
 """
@@ -110,34 +110,65 @@ def check_sampling(sampling: object) -> SamplingParams:
 def distribution(logits: np.ndarray, sampling: SamplingParams) -> np.ndarray:
     """The probabilities one logits row gives after temperature, top-k and top-p (in that
     order, as vLLM applies them); greedy is a point mass on the argmax (the first on ties)."""
+    rows = np.asarray(logits, dtype=np.float64)[None, :]
+    return distributions(rows, [sampling])[0]
+
+
+def distributions(logits: np.ndarray, params: list[SamplingParams]) -> np.ndarray:
+    """`distribution` of every row of `logits` with its own parameters, in one pass (the
+    oracle's single row takes the same path, so both compute the same numbers)."""
     logits = np.asarray(logits, dtype=np.float64)
-    if sampling.greedy:
-        probs = np.zeros(len(logits))
-        probs[int(np.argmax(logits))] = 1.0
-        return probs
-    scaled = logits / sampling.temperature
-    probs = np.exp(scaled - scaled.max())
-    probs /= probs.sum()
-    if not sampling.top_k and sampling.top_p >= 1.0:
-        return probs
-    order = np.argsort(-probs, kind="stable")  # most likely first; ties keep token order
-    keep = len(order)
-    if sampling.top_k:
-        keep = min(keep, sampling.top_k)
-    if sampling.top_p < 1.0:
-        mass = np.cumsum(probs[order[:keep]] / probs[order[:keep]].sum())
+    vocab = logits.shape[1]
+    temperature = np.array([p.temperature for p in params])
+    greedy = temperature == 0.0
+    scaled = logits / np.where(greedy, 1.0, temperature)[:, None]
+    probs = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    top_k = np.array([p.top_k or vocab for p in params])
+    top_p = np.array([p.top_p for p in params])
+    top_k[greedy] = 1
+    if (top_k < vocab).any() or (top_p < 1.0).any():
+        order = np.argsort(-probs, axis=-1, kind="stable")  # ties keep token order
+        ranked = np.take_along_axis(probs, order, axis=-1)
+        ranked[np.arange(vocab)[None, :] >= top_k[:, None]] = 0.0
+        mass = np.cumsum(ranked / ranked.sum(axis=-1, keepdims=True), axis=-1)
         # The fewest tokens whose mass reaches top_p (a hair of slack for rounding).
-        keep = min(keep, int(np.searchsorted(mass, sampling.top_p - 1e-12)) + 1)
-    kept = np.zeros(len(probs))
-    kept[order[:keep]] = probs[order[:keep]]
-    return kept / kept.sum()
+        keep = np.minimum(top_k, (mass < (top_p - 1e-12)[:, None]).sum(axis=-1) + 1)
+        ranked[np.arange(vocab)[None, :] >= keep[:, None]] = 0.0
+        probs = np.zeros_like(probs)
+        np.put_along_axis(probs, order, ranked, axis=-1)
+        probs /= probs.sum(axis=-1, keepdims=True)
+    return probs
+
+
+# SplitMix64's increment and finaliser: a counter-based generator, vectorised over keys.
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def noise_rows(
+    seeds: np.ndarray | list[int], positions: np.ndarray | list[int], stream: int, vocab_size: int
+) -> np.ndarray:
+    """`vocab_size + 1` uniforms in [0, 1) per (seed, position) row, for `stream`: the first
+    `vocab_size` drive the exponential race, the last is an acceptance draw. Each value is a
+    hash of (seed, position, stream, index) alone."""
+    seeds = np.asarray(seeds, dtype=np.uint64)
+    counters = np.asarray(positions, dtype=np.uint64) * np.uint64(_STREAMS) + np.uint64(stream)
+    keys = _mix(seeds ^ _mix((counters + np.uint64(1)) * _GOLDEN))
+    index = np.arange(1, vocab_size + 2, dtype=np.uint64)
+    bits = _mix(keys[:, None] + index[None, :] * _GOLDEN)
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 def noise(seed: int, position: int, stream: int, vocab_size: int) -> np.ndarray:
-    """`vocab_size + 1` uniforms in [0, 1) for (seed, position, stream): the first
-    `vocab_size` drive the exponential race, the last is an acceptance draw."""
-    key = seed | ((position * _STREAMS + stream) << 64)
-    return np.random.Generator(np.random.Philox(key=key)).random(vocab_size + 1)
+    """`noise_rows` of one (seed, position)."""
+    return noise_rows([seed], [position], stream, vocab_size)[0]
 
 
 def race(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray | int:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sampling import TARGET_STREAM, SamplingParams, distribution, noise, race
+from ..sampling import race
 from .tree import ROOT, DraftTree
 
 ACCEPTANCE_MODES = ("coupled", "rejection")
@@ -107,40 +107,36 @@ def top_tokens(probs: np.ndarray, count: int = TOP_SHOWN) -> list[list[float]]:
 def sampled_choices(
     tree: DraftTree,
     verified: list[int],
-    logits: dict[int, np.ndarray],
-    sampling: SamplingParams,
-    root_position: int,
+    nodes: list[int],
+    probs: np.ndarray,
+    uniforms: np.ndarray,
     draft_probs: dict[int, np.ndarray] | None,
 ) -> tuple[dict[int, int], dict[int, dict[str, Any]]]:
-    """The target's choice at the root and every verified node of a sampled request, and what
-    the tree view shows of each verified node's check (p, q, draw, acceptance probability and,
-    where the target chose another token, the top of the distribution it chose from).
+    """The target's choice at the root and every verified node (`nodes`, with the target's
+    distribution p and its stream's uniforms at each, row by row) of a sampled request, and
+    what the tree view shows of each verified node's check (p, q, draw, acceptance probability
+    and, where the target chose another token, the top of the distribution it chose from).
     `draft_probs` is given under rejection: each verified node's q (none: a point mass)."""
-    seed = sampling.seed
-    assert seed is not None, "a sampled request gets its seed at submit"
     children: dict[int, list[int]] = {}
     for node in verified:
         children.setdefault(tree.parents[node], []).append(node)
+    samples = race(probs, uniforms).tolist()  # coupled, and a chain's leaf: a sample of p
     choice: dict[int, int] = {}
     checks: dict[int, dict[str, Any]] = {}
-    for node, row in logits.items():
-        p = distribution(row, sampling)
-        position = root_position + tree.depths[node] + 1  # of the token chosen here
-        uniforms = noise(seed, position, TARGET_STREAM, len(p))
-        source = p
-        kids = children.get(node, [])
-        if draft_probs is None or not kids:  # coupled, or a leaf: a sample of p
-            choice[node] = int(race(p, uniforms))
-        else:  # the chain's one child under rejection
+    for row, node in enumerate(nodes):
+        p, kids, source = probs[row], children.get(node, []), probs[row]
+        choice[node] = samples[row]
+        if draft_probs is not None and kids:  # the chain's one child under rejection
             (child,) = kids
             token = tree.tokens[child]
             q = draft_probs.get(child)
             q = point_mass(token, len(p)) if q is None else q
-            chosen, _ = rejection_choice(p, q, np.array(token), uniforms[-1], uniforms)
+            draw = uniforms[row, -1]
+            chosen, _ = rejection_choice(p, q, np.array(token), draw, uniforms[row])
             choice[node], source = int(chosen), residual(p, q)
             checks[child] = {
                 "q": _rounded(q[token]),
-                "draw": _rounded(uniforms[-1]),
+                "draw": _rounded(draw),
                 "accept_prob": _rounded(acceptance_probability(p[token], q[token])),
             }
         for child in kids:

@@ -21,7 +21,7 @@ from ..rows import BatchContext, RowBatchItem, Rows
 from ..runner import Runner
 from .ngram import NgramDrafter, NgramRound
 from .proposal import DraftRound, Proposal, drafts, rooted, round_caps
-from .tree import ROOT, best_nodes, expand, sampled_children, top_children
+from .tree import ROOT, Children, best_nodes, expand, sampled_children, top_children
 
 Fail = Callable[[Request, str], None]  # finishes a request with an error message
 
@@ -213,31 +213,47 @@ class ModelDrafter:
         self, active: list[Proposal], expanding: list[list[int]], logits: np.ndarray, cap: int
     ) -> None:
         """Add children to every expanded node of every tree (one softmax/top-k for all greedy
-        requests); `logits` holds one row per expanded node, proposal after proposal."""
+        requests, one sampling pass for the others); `logits` holds one row per expanded node,
+        proposal after proposal."""
         branching = self.config.draft_branching
         probabilities, top = top_children(logits, branching)
-        rejection = self.config.draft_acceptance == "rejection"
+        sampled = self._sampled_children(active, expanding, logits)
         row = 0
         for proposal, nodes in zip(active, expanding):
             count = len(nodes)  # each expanded node contributed one row of logits
             probs, tops = probabilities[row : row + count], top[row : row + count]
-            sampling, drawn = proposal.request.sampling, {}
-            if count and not sampling.greedy:
-                probs, tops = [], []
-                for node, node_logits in zip(nodes, logits[row : row + count]):
-                    position = len(proposal.request.tokens) + proposal.tree.depths[node]
-                    children = sampled_children(
-                        node_logits, sampling, position, branching, rejection
-                    )
-                    probs.append(children.probs)
-                    tops.append(children.tokens)
-                    if children.q is not None:
-                        drawn[(node, children.tokens[0])] = children.q
+            drawn = {}
+            if count and not proposal.request.sampling.greedy:
+                children = [sampled[row + i] for i in range(count)]
+                probs, tops = [c.probs for c in children], [c.tokens for c in children]
+                drawn = {(n, c.tokens[0]): c.q for n, c in zip(nodes, children) if c.q is not None}
             proposal.frontier = expand(proposal.tree, nodes, probs, tops, cap)
             for child in proposal.frontier if drawn else ():
                 key = (proposal.tree.parents[child], proposal.tree.tokens[child])
                 proposal.draft_probs[child] = drawn[key]
             row += count
+
+    def _sampled_children(
+        self, active: list[Proposal], expanding: list[list[int]], logits: np.ndarray
+    ) -> dict[int, Children]:
+        """The children of every expanded node of a sampled request, by row of `logits`."""
+        rows, params, positions = [], [], []
+        row = 0
+        for proposal, nodes in zip(active, expanding):
+            request = proposal.request
+            if not request.sampling.greedy:
+                for offset, node in enumerate(nodes):
+                    rows.append(row + offset)
+                    params.append(request.sampling)
+                    positions.append(len(request.tokens) + proposal.tree.depths[node])
+            row += len(nodes)
+        if not rows:
+            return {}
+        rejection = self.config.draft_acceptance == "rejection"
+        children = sampled_children(
+            logits[rows], params, positions, self.config.draft_branching, rejection
+        )
+        return dict(zip(rows, children))
 
     def _level_item(self, proposal: Proposal, nodes: list[int], depth: int) -> RowBatchItem:
         """The draft rows of `nodes` (all at `depth`), attending to this round's earlier rows."""

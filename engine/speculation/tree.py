@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sampling import DRAFT_STREAM, TARGET_STREAM, SamplingParams, distribution, noise, race
+from ..sampling import DRAFT_STREAM, TARGET_STREAM, SamplingParams, distributions, noise_rows, race
 
 ROOT = 0
 
@@ -157,24 +157,33 @@ class Children:
 
 
 def sampled_children(
-    logits: np.ndarray, sampling: SamplingParams, position: int, branching: int, rejection: bool
-) -> Children:
-    """The children a draft proposes at absolute `position` for a sampled request.
+    logits: np.ndarray,
+    params: list[SamplingParams],
+    positions: list[int],
+    branching: int,
+    rejection: bool,
+) -> list[Children]:
+    """The children a draft proposes for sampled requests, one row of draft logits per
+    expanded node (its request's parameters, the absolute position of the child), in one pass.
 
     Rejection: one child drawn from the draft's q with the request's draft stream; it ranks by
     max(q), not q(x), because which positions are verified must not depend on the draw.
     Coupled: the draft's sample with the *target's* stream first (when q is close to p it is
     the target's own choice), then the next most likely tokens; the target decides alone.
     """
-    q = distribution(logits, sampling)
-    assert sampling.seed is not None, "a sampled request gets its seed at submit"
+    q = distributions(logits, params)
+    seeds = [p.seed for p in params]
+    stream = DRAFT_STREAM if rejection else TARGET_STREAM
+    first = race(q, noise_rows(seeds, positions, stream, q.shape[1])).tolist()
     if rejection:
-        token = int(race(q, noise(sampling.seed, position, DRAFT_STREAM, len(q))))
-        return Children([token], [float(q.max())], q)
-    first = int(race(q, noise(sampling.seed, position, TARGET_STREAM, len(q))))
-    ranked = [int(t) for t in np.argsort(-q, kind="stable") if t != first and q[t] > 0]
-    tokens = [first, *ranked[: branching - 1]]
-    return Children(tokens, [float(q[t]) for t in tokens])
+        best = q.max(axis=-1).tolist()
+        return [Children([t], [b], row) for t, b, row in zip(first, best, q)]
+    order = np.argsort(-q, axis=-1, kind="stable")[:, :branching].tolist()
+    children = []
+    for token, ranked, row in zip(first, order, q):
+        tokens = [token, *[t for t in ranked if t != token and row[t] > 0][: branching - 1]]
+        children.append(Children(tokens, [float(row[t]) for t in tokens]))
+    return children
 
 
 def best_nodes(tree: DraftTree, nodes: list[int], count: int) -> list[int]:
