@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .blocks import BlockManager
 from .clock import Clock
-from .commit import commit
+from .commit import commit, commit_chunk
 from .config import EngineConfig, RequestError, Result
 from .history import Checkpoint, History
 from .kv import BlockPool, pool_blocks
@@ -22,7 +22,7 @@ from .request import COUNTERS, Event, EventLog, Request, new_request, shown
 from .rows import FinishedRows
 from .runner import Runner, Verified
 from .sampling import SamplingParams
-from .scheduler import Scheduler
+from .scheduler import Scheduled, Scheduler
 from .speculation.drafter import drafter_for
 from .speculation.ngram import NgramDrafter
 from .views import Views
@@ -97,6 +97,7 @@ class Engine:
         self.drafter = drafter_for(
             proposer or draft, self.runner, cfg, self.counters, reads_target=self.draft_reads_target
         )
+        self.scheduler.drafts = draft is not None or proposer is not None
         self.views = Views(
             cfg, self.models, self.requests, self.scheduler.queue, self.scheduler.finished,
             self.blocks,
@@ -139,10 +140,12 @@ class Engine:
         max_tokens: int = 16,
         eos_id: int | None = None,
         request_id: str | None = None,
+        priority: int = 0,
         sampling: SamplingParams | None = None,
     ) -> str:
-        """Queue a request; validates everything before changing anything. A sampled request
-        without a seed gets one drawn here (settings() and the `queued` event show it)."""
+        """Queue a request; validates everything before changing anything. `priority` orders
+        admission under the priority policy (smaller first). A sampled request without a seed
+        gets one drawn here (settings() and the `queued` event show it)."""
         request = new_request(
             self.target,
             self.config,
@@ -152,6 +155,7 @@ class Engine:
             max_tokens,
             eos_id,
             request_id,
+            priority,
             sampling,
         )
         self.requests[request.request_id] = request
@@ -161,18 +165,21 @@ class Engine:
             request.request_id,
             prompt_positions=len(request.prompt),
             max_tokens=request.max_tokens,
+            **({"priority": request.priority} if request.priority else {}),
             **_sampling_fields(request),
         )
         return request.request_id
 
     def settings(self, request_id: str) -> dict[str, object]:
-        """A request's settings as the engine keeps them: prompt, max_tokens, eos_id, and for
-        a sampled request its sampling (seed included: submit them back for the same tokens)."""
+        """A request's settings as the engine keeps them: prompt, max_tokens, eos_id, priority,
+        and for a sampled request its sampling (seed included: submit them back for the same
+        tokens)."""
         request = self._get(request_id)
         return {
             "prompt": list(request.prompt),
             "max_tokens": request.max_tokens,
             "eos_id": request.eos_id,
+            "priority": request.priority,
             **_sampling_fields(request),
         }
 
@@ -346,10 +353,10 @@ class Engine:
         now = self.now()
         self._fail_stale_requests()  # models whose weights were replaced
         self.prefixes.expire(now)
-        batch = self.scheduler.admit(now)  # schedule
-        if not batch:
+        plan = self.scheduler.admit(now)  # schedule, inside the token budget
+        if not plan.batch:
             return
-        drafted = self.drafter.propose(batch, self._fail)  # draft
+        drafted = self.drafter.propose(plan.batch, self._fail)  # draft
         for proposal in drafted.grown:
             request, proposed = proposal.request, len(proposal.tree) - 1
             request.proposed += proposed
@@ -357,23 +364,54 @@ class Engine:
             self.log.emit("draft", request.request_id, **proposal.tree.to_dict())
         if not drafted.proposals:
             return
-        plans = self.scheduler.budget(drafted.proposals)  # the verification budget
+        plans = self.scheduler.budget(drafted.proposals, plan)  # verification and blocks
         if not plans:
             return
-        context = drafted.context_for([plan.proposal for plan in plans])
+        self._emit_schedule(plans, now)
+        context = drafted.context_for([each.proposal for each in plans])
         verified = self.runner.verify(plans, context, self._fail)  # verify
         self.counters["target_forwards"] += 1
         for each in verified:
             self._commit(each, now)  # commit and finish
 
+    def _emit_schedule(self, plans: list[Scheduled], now: float) -> None:
+        """What the round computes, request by request, against the token budget."""
+        parts = []
+        for each in plans:
+            request = each.request
+            stop = len(request.tokens) if each.stop is None else each.stop
+            rows = stop - request.cursor("target")[1]
+            prefill = rows if rows > 1 else 0
+            parts.append(
+                {
+                    "request_id": request.request_id,
+                    "prefill": prefill,
+                    "decode": rows - prefill,
+                    "draft": len(each.selected),
+                }
+            )
+        self.log.emit(
+            "schedule",
+            None,
+            budget=self.config.token_budget,
+            rows=sum(p["prefill"] + p["decode"] + p["draft"] for p in parts),
+            requests=parts,
+            clock=now,
+        )
+
     def _commit(self, verified: Verified, now: float) -> None:
-        """Commit one request's tokens, publish a new prefix, finish or queue the request."""
+        """Commit one request's tokens (or its prefill chunk), publish a new prefix, finish
+        or queue the request."""
         request = verified.request
+        if request.identities is None:  # its first computed rows
+            request.identities = self.prefixes.identities()
+        if verified.plan.stop is not None:
+            commit_chunk(verified, self.blocks, self.counters, self.log, self.prefixes.key)
+            self.scheduler.queue.append(request.request_id)
+            return
         new_tokens, exhausted = commit(
             verified, self.blocks, self.drafter, self.counters, self.log, self.prefixes.key
         )
-        if request.identities is None:  # its first computed rows
-            request.identities = self.prefixes.identities()
         if request.fresh:
             request.fresh = False
             self.prefixes.publish(request, now)
