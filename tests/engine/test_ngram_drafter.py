@@ -11,6 +11,7 @@ from engine import (
     SamplingParams,
     TinyModel,
     greedy_generate,
+    make_draft,
 )
 from tests.engine.helpers import ManualClock, check_all_finished, drain, events_of
 
@@ -112,3 +113,25 @@ def test_sampled_requests_with_an_ngram_drafter_match_their_oracle() -> None:
 def test_a_draft_of_another_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="draft must be a TinyModel or an NgramDrafter"):
         Engine(TinyModel(), "ngram")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("draft", ["ngram", "model"])
+def test_a_prompt_computed_in_chunks_gets_no_tree_until_its_first_token(draft: str) -> None:
+    """With chunked prefill a request spends rounds computing its prompt: no tree then, from
+    either drafter; sampled, it still matches its oracle."""
+    target = TinyModel(seed=2)
+    drafter = NgramDrafter(1, 3) if draft == "ngram" else make_draft(target, seed=3)
+    config = EngineConfig(long_prefill_threshold=3, draft_width=3)
+    engine = Engine(target, drafter, config=config, clock=ManualClock())
+    rid = engine.submit(list(range(12)) * 2, max_tokens=6, sampling=SamplingParams(0.9, seed=4))
+    chunks, drafted, before = 0, 0, 0
+    while not engine.idle:
+        events = engine.step()
+        view = next(v for v in engine.snapshot()["requests"] if v["id"] == rid)
+        if events_of(events, "draft"):  # only once a token is pending at the round's start
+            assert before > 0, "a request still computing its prompt got a tree"
+            drafted += 1
+        chunks += not view["generated"]
+        before = len(view["generated"])
+    assert chunks >= 3 and drafted > 0  # the 24-position prompt took several rounds
+    check_all_finished(engine)
