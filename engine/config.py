@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .model import RECOVERY_MODES, is_integer, is_number
-from .speculation.acceptance import ACCEPTANCE_MODES
+from .speculation.acceptance import check_acceptance
 from .speculation.budget import validate_cost_curve
 
 # Positions one pool may hold: far beyond any use here (at width 32 a position's target rows
@@ -116,16 +116,7 @@ class EngineConfig:
                 f"unknown recovery_mode {self.recovery_mode!r}; "
                 f"use one of {', '.join(RECOVERY_MODES)}"
             )
-        if self.draft_acceptance not in ACCEPTANCE_MODES:
-            raise ValueError(
-                f"unknown draft_acceptance {self.draft_acceptance!r}; "
-                f"use one of {', '.join(ACCEPTANCE_MODES)}"
-            )
-        if self.draft_acceptance == "rejection" and self.draft_branching > 1:
-            raise ValueError(
-                "draft_acceptance 'rejection' checks a chain: draft_branching must be 1, "
-                f"got {self.draft_branching}"
-            )
+        check_acceptance(self.draft_acceptance, self.draft_branching)
         curve = None
         if self.cost_curve is not None:
             curve = validate_cost_curve(self.cost_curve, self.max_batch_tokens) or None

@@ -30,11 +30,6 @@ from .views import Views
 _ENGINE_SERIALS = itertools.count()
 
 
-def _sampling_fields(request: Request) -> dict[str, object]:
-    """A sampled request's sampling, seed included (a greedy request's settings stay short)."""
-    return {} if request.sampling.greedy else {"sampling": request.sampling.to_dict()}
-
-
 def _checked_models(
     target: TinyModel | None, draft: TinyModel | None, config: EngineConfig | None
 ) -> tuple[TinyModel, EngineConfig]:
@@ -166,7 +161,7 @@ class Engine:
             prompt_positions=len(request.prompt),
             max_tokens=request.max_tokens,
             **({"priority": request.priority} if request.priority else {}),
-            **_sampling_fields(request),
+            **request.sampling.settings(),
         )
         return request.request_id
 
@@ -180,7 +175,7 @@ class Engine:
             "max_tokens": request.max_tokens,
             "eos_id": request.eos_id,
             "priority": request.priority,
-            **_sampling_fields(request),
+            **request.sampling.settings(),
         }
 
     def request_ids(self) -> list[str]:

@@ -82,6 +82,11 @@ class SamplingParams:
             "seed": self.seed,
         }
 
+    def settings(self) -> dict[str, Any]:
+        """A request's settings entry: the sampling, seed included, unless it is greedy (a
+        greedy request's settings and `queued` event stay as they were)."""
+        return {} if self.greedy else {"sampling": self.to_dict()}
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SamplingParams:
         if not isinstance(data, Mapping):

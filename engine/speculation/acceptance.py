@@ -26,6 +26,19 @@ ACCEPTANCE_MODES = ("coupled", "rejection")
 TOP_SHOWN = 4  # tokens of a replacement's distribution the tree view keeps
 
 
+def check_acceptance(mode: object, branching: int) -> None:
+    """EngineConfig's `draft_acceptance`: a known mode; rejection sampling checks chains."""
+    if mode not in ACCEPTANCE_MODES:
+        raise ValueError(
+            f"unknown draft_acceptance {mode!r}; use one of {', '.join(ACCEPTANCE_MODES)}"
+        )
+    if mode == "rejection" and branching > 1:
+        raise ValueError(
+            "draft_acceptance 'rejection' checks a chain: draft_branching must be 1, "
+            f"got {branching}"
+        )
+
+
 @dataclass(frozen=True)
 class Acceptance:
     path: list[int]  # accepted tree nodes after the root, in order
