@@ -25,7 +25,8 @@ class DraftTree:
     probs: list[float]  # draft probability of the token given its parent
     path_probs: list[float]  # product of probs from the root
     selected: list[bool] = field(default_factory=list)
-    verdicts: list[str] = field(default_factory=list)  # root/accepted/rejected/unverified
+    # root / accepted / rejected / discarded (below a rejected node) / unverified
+    verdicts: list[str] = field(default_factory=list)
     target_tokens: list[int | None] = field(default_factory=list)
     # A sampled request's verified nodes: p(x), q(x), the draw, the acceptance probability,
     # and at a rejection the top of the distribution the replacement came from.
@@ -73,11 +74,12 @@ class DraftTree:
                 verdict, token = "discarded", None
             self.verdicts.append(verdict)
             self.target_tokens.append(token)
+        end = path[-1] if path else ROOT  # where the replacement (or bonus) was chosen
         self.checks = {}
         for node, check in (checks or {}).items():
             kept = dict(check)
-            if self.verdicts[node] != "rejected":  # the replacement was chosen elsewhere
-                kept.pop("replacement_top", None)
+            if self.verdicts[node] != "rejected" or self.parents[node] != end:
+                kept.pop("replacement_top", None)  # no replacement was chosen in its place
             self.checks[node] = kept
 
     def to_dict(self) -> dict:

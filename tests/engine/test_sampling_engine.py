@@ -254,9 +254,13 @@ def test_the_tree_view_records_each_check() -> None:
             else:
                 assert node["q"] is None and node["accept_prob"] == node["p"]
             if node["verdict"] == "rejected":
-                top = node["replacement_top"]
-                assert top and node["target_token"] in [t for t, _ in top] + [node["target_token"]]
-                assert all(p > 0 for _, p in top)
+                top = node["replacement_top"]  # [token, probability], most likely first
+                probabilities = [p for _, p in top]
+                assert top and probabilities == sorted(probabilities, reverse=True)
+                assert all(p > 0 for p in probabilities) and sum(probabilities) <= 1 + 1e-6
+                if acceptance == "rejection":  # the residual gives the rejected token nothing
+                    assert node["token"] not in [t for t, _ in top]
+                    assert node["target_token"] != node["token"]
 
 
 def test_children_of_a_rejected_node_are_discarded_not_rejected() -> None:
