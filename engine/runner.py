@@ -14,7 +14,7 @@ from .config import EngineConfig
 from .model import State, TinyModel
 from .request import Request
 from .rows import BatchContext, RowBatchItem, Rows, Stored
-from .sampling import TARGET_STREAM, distributions, noise_rows
+from .sampling import TARGET_STREAM, distributions, noise_rows, race
 from .scheduler import Scheduled
 from .speculation.acceptance import sampled_choices
 from .speculation.tree import ROOT, DraftTree
@@ -249,6 +249,7 @@ class Runner:
             positions.extend(root + depths[node] + 1 for node in v.rows)  # of the chosen token
         probs = distributions(logits[rows], params)
         uniforms = noise_rows(seeds, positions, TARGET_STREAM, probs.shape[1])
+        samples = race(probs, uniforms).tolist()
         rejection = self.config.draft_acceptance == "rejection"
         offset = 0
         for v, _ in sampled:
@@ -259,6 +260,7 @@ class Runner:
                 list(v.rows),
                 probs[offset : offset + count],
                 uniforms[offset : offset + count],
+                samples[offset : offset + count],
                 v.plan.proposal.draft_probs if rejection else None,
             )
             offset += count

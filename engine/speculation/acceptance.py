@@ -123,22 +123,23 @@ def sampled_choices(
     nodes: list[int],
     probs: np.ndarray,
     uniforms: np.ndarray,
+    samples: list[int],
     draft_probs: dict[int, np.ndarray] | None,
 ) -> tuple[dict[int, int], dict[int, dict[str, Any]]]:
     """The target's choice at the root and every verified node (`nodes`, with the target's
-    distribution p and its stream's uniforms at each, row by row) of a sampled request, and
+    distribution p, its stream's uniforms and their race's sample of p at each, row by row)
+    of a sampled request, and
     what the tree view shows of each verified node's check (p, q, draw, acceptance probability
     and, where the target chose another token, the top of the distribution it chose from).
     `draft_probs` is given under rejection: each verified node's q (none: a point mass)."""
     children: dict[int, list[int]] = {}
     for node in verified:
         children.setdefault(tree.parents[node], []).append(node)
-    samples = race(probs, uniforms).tolist()  # coupled, and a chain's leaf: a sample of p
     choice: dict[int, int] = {}
     checks: dict[int, dict[str, Any]] = {}
     for row, node in enumerate(nodes):
         p, kids, source = probs[row], children.get(node, []), probs[row]
-        choice[node] = samples[row]
+        choice[node] = samples[row]  # coupled, and a chain's leaf: a sample of p
         if draft_probs is not None and kids:  # the chain's one child under rejection
             (child,) = kids
             token = tree.tokens[child]

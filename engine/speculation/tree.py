@@ -180,6 +180,8 @@ def sampled_children(
     if rejection:
         best = q.max(axis=-1).tolist()
         return [Children([t], [b], row) for t, b, row in zip(first, best, q)]
+    if branching == 1:  # a chain: the sample alone
+        return [Children([t], [float(row[t])]) for t, row in zip(first, q)]
     order = np.argsort(-q, axis=-1, kind="stable")[:, :branching].tolist()
     children = []
     for token, ranked, row in zip(first, order, q):
