@@ -32,7 +32,7 @@ def commit(
     n = len(request.tokens)
     consumer = request.cursors["target"][1]  # admitted requests always have cursors
     verified_nodes = len(verified.selected)
-    decision = accept(tree, verified.selected, verified.argmax, request.eos_id)
+    decision = accept(tree, verified.selected, verified.choice, request.eos_id)
     _move_accepted_rows(blocks, verified, decision.path)
     new_tokens = [tree.tokens[i] for i in decision.path]
     if decision.next_token is not None:
@@ -49,7 +49,7 @@ def commit(
     _count(counters, verified, accepted, len(new_tokens))
     request.accepted += accepted
     request.confidences = [tree.path_probs[i] for i in verified.selected]
-    tree.judge(verified.selected, decision.path, verified.argmax)
+    tree.judge(verified.selected, decision.path, verified.choice, verified.checks)
     tree_view = tree.to_dict()
     request.tree = {**tree_view, "round": tick, "base_position": n - 1}
     # Rows beyond the new cursor were speculative: their blocks go back to the pool.

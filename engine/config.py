@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .model import RECOVERY_MODES, is_integer, is_number
+from .speculation.acceptance import check_acceptance
 from .speculation.budget import validate_cost_curve
 
 # Positions one pool may hold: far beyond any use here (at width 32 a position's target rows
@@ -60,6 +61,9 @@ class EngineConfig:
     # After each round, add its batch's cost (cost_curve, or metrics.SECONDS_PER_ROW a row)
     # to every clock reading: latencies that mean something without hardware (synthetic).
     synthetic_clock: bool = False
+    # How a sampled request's draft is checked: "coupled" (the target's seeded sample decides:
+    # tokens equal sample_generate's) or "rejection" (min(1, p/q), a chain only).
+    draft_acceptance: str = "coupled"
 
     def __post_init__(self) -> None:
         for name in (
@@ -116,6 +120,7 @@ class EngineConfig:
                 f"unknown recovery_mode {self.recovery_mode!r}; "
                 f"use one of {', '.join(RECOVERY_MODES)}"
             )
+        check_acceptance(self.draft_acceptance, self.draft_branching)
         curve = None
         if self.cost_curve is not None:
             curve = validate_cost_curve(self.cost_curve, self.max_batch_tokens) or None

@@ -24,8 +24,10 @@ from .prefixes import Prefixes
 from .request import COUNTERS, Event, EventLog, Request, new_request, shown
 from .rows import FinishedRows
 from .runner import Runner, Verified
+from .sampling import SamplingParams
 from .scheduler import Scheduled, Scheduler
 from .speculation.drafter import drafter_for
+from .speculation.ngram import NgramDrafter
 from .views import Views
 
 _ENGINE_SERIALS = itertools.count()
@@ -35,9 +37,12 @@ def _checked_models(
     target: TinyModel | None, draft: TinyModel | None, config: EngineConfig | None
 ) -> tuple[TinyModel, EngineConfig]:
     target = target if target is not None else TinyModel()
-    for role, model in (("target", target), ("draft", draft)):
-        if model is not None and not isinstance(model, TinyModel):
-            raise ValueError(f"{role} must be a TinyModel, got {type(model).__name__}")
+    if not isinstance(target, TinyModel):
+        raise ValueError(f"target must be a TinyModel, got {type(target).__name__}")
+    if draft is not None and not isinstance(draft, TinyModel):
+        raise ValueError(
+            f"draft must be a TinyModel or an NgramDrafter, got {type(draft).__name__}"
+        )
     config = config if config is not None else EngineConfig()
     if not isinstance(config, EngineConfig):
         raise ValueError("config must be an EngineConfig")
@@ -56,13 +61,16 @@ class Engine:
     def __init__(
         self,
         target: TinyModel | None = None,
-        draft: TinyModel | None = None,
+        draft: TinyModel | NgramDrafter | None = None,
         *,
         config: EngineConfig | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
+        # A draft is a model (its forwards propose) or a drafter that runs none (n-gram).
+        proposer = draft if isinstance(draft, NgramDrafter) else None
+        draft = None if proposer is not None else draft
         self.target, self.config = _checked_models(target, draft, config)
-        self.draft = draft
+        self.draft = draft  # the draft model, if any
         self._clock = Clock(clock)
         self._synthetic_offset = 0.0  # seconds the synthetic clock added (see metrics.py)
         # An early-exit draft computes exactly the target's rows for committed positions, so it
@@ -86,9 +94,9 @@ class Engine:
         )
         self.runner = Runner(self.models, self.blocks, cfg, next(_ENGINE_SERIALS))
         self.drafter = drafter_for(
-            draft, self.runner, cfg, self.counters, reads_target=self.draft_reads_target
+            proposer or draft, self.runner, cfg, self.counters, reads_target=self.draft_reads_target
         )
-        self.scheduler.drafts = draft is not None
+        self.scheduler.drafts = draft is not None or proposer is not None
         self.views = Views(
             cfg, self.models, self.requests, self.scheduler.queue, self.scheduler.finished,
             self.blocks,
@@ -134,9 +142,11 @@ class Engine:
         eos_id: int | None = None,
         request_id: str | None = None,
         priority: int = 0,
+        sampling: SamplingParams | None = None,
     ) -> str:
         """Queue a request; validates everything before changing anything. `priority` orders
-        admission under the priority policy (smaller first)."""
+        admission under the priority policy (smaller first). A sampled request without a seed
+        gets one drawn here (settings() and the `queued` event show it)."""
         request = new_request(
             self.target,
             self.config,
@@ -147,6 +157,7 @@ class Engine:
             eos_id,
             request_id,
             priority,
+            sampling,
         )
         queued_at = self.now()  # read once, before anything changes: it may raise
         self.requests[request.request_id] = request
@@ -157,19 +168,22 @@ class Engine:
             prompt_positions=len(request.prompt),
             max_tokens=request.max_tokens,
             **({"priority": request.priority} if request.priority else {}),
+            **request.sampling.settings(),
             clock=queued_at,
         )
         return request.request_id
 
     def settings(self, request_id: str) -> dict[str, object]:
-        """A request's settings as the engine keeps them: prompt, max_tokens, eos_id,
-        priority."""
+        """A request's settings as the engine keeps them: prompt, max_tokens, eos_id, priority,
+        and for a sampled request its sampling (seed included: submit them back for the same
+        tokens)."""
         request = self._get(request_id)
         return {
             "prompt": list(request.prompt),
             "max_tokens": request.max_tokens,
             "eos_id": request.eos_id,
             "priority": request.priority,
+            **request.sampling.settings(),
         }
 
     def request_ids(self) -> list[str]:
@@ -214,12 +228,17 @@ class Engine:
         return results
 
     def generate(
-        self, prompt: object, *, max_tokens: int = 16, eos_id: int | None = None
+        self,
+        prompt: object,
+        *,
+        max_tokens: int = 16,
+        eos_id: int | None = None,
+        sampling: SamplingParams | None = None,
     ) -> Result:
         """Submit one prompt and step until it finishes. Its result is delivered here (run()
         will not return it again); other requests' results wait for run(). Raises
         RequestError if this request failed."""
-        request_id = self.submit(prompt, max_tokens=max_tokens, eos_id=eos_id)
+        request_id = self.submit(prompt, max_tokens=max_tokens, eos_id=eos_id, sampling=sampling)
         while not self.requests[request_id].finished:
             if not self.scheduler.queue:  # cannot happen: only a finished request leaves it
                 raise RuntimeError(f"{request_id} stopped before it finished")

@@ -236,6 +236,7 @@ class Views:
             "generated": request.tokens[len(request.prompt) :],
             "max_tokens": request.max_tokens,
             "eos_id": request.eos_id,
+            "sampling": request.sampling.to_dict(),
             "pending_token": request.tokens[-1],
             "committed_positions": cursor,
             **self._schedule_state(request),
