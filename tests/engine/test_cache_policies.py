@@ -1,0 +1,353 @@
+"""Cache policies: vLLM's automatic prefix caching ("blocks") and SGLang's radix tree ("radix")
+behave as their designs describe, and every policy keeps every request exact.
+
+The expectations come from the designs (vLLM's prefix caching design document, SGLang's radix
+cache), not from this engine: blocks freed to the tail of one free queue (a request's in
+reverse), allocation from its head, eviction of a cached block when it is taken there, hits
+that take blocks out of the queue; a radix tree split where a match ends inside a node,
+least recently used leaves evicted first, a parent evicted once its last child is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from engine import Engine, EngineConfig, TinyModel, make_draft
+from tests.engine.helpers import (
+    ManualClock,
+    TrippingClock,
+    check_all_finished,
+    check_block_invariants,
+    drain,
+    events_of,
+    request_view,
+    restore_of,
+)
+from tests.engine.policy_checks import radix_nodes
+from tests.engine.test_engine_properties import (
+    COMMON,
+    EVERYTHING,
+    NO_HISTORY,
+    Operation,
+    Setup,
+    apply,
+    finish_and_check,
+    operation_lists,
+    setups,
+)
+
+POLICIES = ("ttl", "blocks", "radix")
+
+
+def engine_with(policy: str, clock: ManualClock | None = None, **config: Any) -> Engine:
+    settings: dict[str, Any] = dict(block_size=2, num_blocks=8, undo_depth=0) | config
+    return Engine(
+        TinyModel(seed=3),
+        config=EngineConfig(cache_policy=policy, **settings),
+        clock=clock or ManualClock(),
+    )
+
+
+def run_one(engine: Engine, prompt: list[int], max_tokens: int) -> tuple[str, list[dict]]:
+    request_id = engine.submit(prompt, max_tokens=max_tokens)
+    events = drain(engine)
+    check_all_finished(engine)
+    return request_id, events
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+
+def test_an_unknown_cache_policy_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="cache_policy"):
+        EngineConfig(cache_policy="lru")
+    with pytest.raises(ValueError, match="cache_policy"):
+        EngineConfig.from_dict({"cache_policy": 3})
+    # Blocks are reused at any block boundary: only exact rows allow that.
+    with pytest.raises(ValueError, match="cache_policy 'radix' needs recovery_mode 'exact'"):
+        EngineConfig(cache_policy="radix", recovery_mode="mask")
+    config = EngineConfig(cache_policy="blocks")
+    assert EngineConfig.from_dict(config.to_dict()) == config
+    assert EngineConfig().cache_policy == "ttl"
+
+
+# -- "blocks": vLLM's automatic prefix caching ------------------------------------------------
+
+PROMPT = [1, 2, 3, 4, 5]  # two full blocks of 2 before its last token
+
+
+def test_blocks_are_freed_to_the_queue_tail_in_reverse_and_taken_from_its_head() -> None:
+    engine = engine_with("blocks")
+    assert engine.snapshot()["pool"]["free_queue"] == list(range(8))
+    # Five prompt rows and one generated token: three blocks, taken from the head in order.
+    run_one(engine, PROMPT, 1)
+    assert engine.snapshot()["pool"]["free_queue"] == [3, 4, 5, 6, 7, 2, 1, 0]
+    # An unrelated prompt of three tokens takes the two blocks at the head.
+    other, events = run_one(engine, [9, 9, 9], 1)
+    assert restore_of(events, other)["hit_blocks"] == []
+    assert engine.snapshot()["pool"]["free_queue"] == [5, 6, 7, 2, 1, 0, 4, 3]
+
+
+def test_a_hit_touches_its_blocks_out_of_the_free_queue() -> None:
+    engine = engine_with("blocks")
+    run_one(engine, PROMPT, 1)
+    again = engine.submit(PROMPT, max_tokens=3)
+    events = engine.step()
+    restore = restore_of(events, again)
+    assert restore["hit_blocks"] == [0, 1] and restore["cache"] == "hot"
+    assert (restore["reused_positions"], restore["suffix_positions"]) == (4, 1)
+    snapshot = check_block_invariants(engine)
+    queue = snapshot["pool"]["free_queue"]
+    assert 0 not in queue and 1 not in queue
+    view = request_view(snapshot, again)
+    assert [b["id"] for b in view["blocks"][:2]] == [0, 1]
+    assert all(b["refcount"] == 1 for b in view["blocks"][:2])
+    # The new rows went to the queue's head: block 3.
+    assert view["blocks"][2]["id"] == 3
+    drain(engine)
+    check_all_finished(engine)
+
+
+def test_a_cached_block_taken_from_the_head_is_evicted_then() -> None:
+    engine = engine_with("blocks", num_blocks=4)
+    run_one(engine, PROMPT, 1)  # caches [1, 2] in block 0 and [3, 4] in block 1
+    assert [c["block"] for c in engine.snapshot()["pool"]["cached"]] == [0, 1]
+    assert engine.snapshot()["pool"]["free_queue"] == [3, 2, 1, 0]
+    # Three blocks from the head: 3, 2 and 1; block 1 was cached, so it is evicted now.
+    _, events = run_one(engine, [7, 7, 7, 7, 7], 1)
+    assert [e["block"] for e in events_of(events, "block_evicted")] == [1]
+    assert 1 not in [c["block"] for c in engine.snapshot()["pool"]["cached"]]
+    # A's prompt again: its first block is still cached, its second went.
+    again, events = run_one(engine, PROMPT, 1)
+    assert restore_of(events, again)["hit_blocks"] == [0]
+
+
+def test_a_block_hash_covers_its_parent_and_a_hit_stops_at_the_first_miss() -> None:
+    engine = engine_with("blocks", num_blocks=16)
+    run_one(engine, PROMPT, 1)
+    # [3, 4] is cached, but after [1, 2]: after [8, 8] it is another block.
+    other, events = run_one(engine, [8, 8, 3, 4, 5], 1)
+    assert restore_of(events, other)["hit_blocks"] == []
+    assert "none of the prompt's 2 full blocks is cached" in restore_of(events, other)["reason"]
+    # A prompt that is exactly A's first four tokens hits all but its last token: one block.
+    short, events = run_one(engine, [1, 2, 3, 4], 1)
+    assert restore_of(events, short)["hit_blocks"] == [0]
+    assert restore_of(events, short)["reused_positions"] == 2
+
+
+def test_a_block_is_cached_as_soon_as_it_is_full_and_no_clock_expires_it() -> None:
+    clock = ManualClock()
+    engine = engine_with("blocks", clock, num_blocks=16)
+    first = engine.submit([1, 2, 3], max_tokens=4)
+    events = engine.step()  # the prompt's rows: block 0 ([1, 2]) is full
+    assert [(e["request_id"], e["block"]) for e in events_of(events, "block_cached")] == [
+        (first, 0)
+    ]
+    assert request_view(engine.snapshot(), first)["status"] == "running"
+    drain(engine)
+    clock.advance(1e6)  # far beyond any ttl: the clock plays no part
+    second, events = run_one(engine, [1, 2, 3, 9], 1)
+    assert restore_of(events, second)["hit_blocks"] == [0]
+    assert not events_of(events, "evict")
+
+
+def test_blocks_kept_for_undo_are_hit_but_never_allocated() -> None:
+    engine = engine_with("blocks", undo_depth=8, num_blocks=16)
+    run_one(engine, PROMPT, 1)
+    snapshot = engine.snapshot()
+    retained = [b["id"] for b in snapshot["pool"]["blocks"] if b["state"] == "retained"]
+    assert retained == [0, 1, 2]
+    assert not set(retained) & set(snapshot["pool"]["free_queue"])
+    again, events = run_one(engine, PROMPT, 1)
+    assert restore_of(events, again)["hit_blocks"] == [0, 1]
+    view_blocks = [b for e in events_of(events, "commit") for b in e["freed_blocks"]]
+    assert 2 not in view_blocks
+    # Its one new block came from the queue's head, not from the retained block 2.
+    assert events_of(events, "preempt") == []
+    assert 3 not in engine.snapshot()["pool"]["free_queue"]
+
+
+def test_undo_brings_back_the_free_queue_order_and_the_hash_map() -> None:
+    engine = engine_with("blocks", undo_depth=8, num_blocks=16)
+    run_one(engine, PROMPT, 2)
+    engine.submit([1, 2, 3, 4, 6, 6, 6], max_tokens=2)
+    before = engine.snapshot()
+    engine.step()
+    assert engine.snapshot()["pool"] != before["pool"]
+    engine.undo()
+    after = engine.snapshot()
+    assert after["pool"]["free_queue"] == before["pool"]["free_queue"]
+    assert after["pool"]["cached"] == before["pool"]["cached"]
+    drain(engine)
+    check_all_finished(engine)
+
+
+# -- "radix": SGLang's radix tree -------------------------------------------------------------
+
+
+def tree_of(engine: Engine) -> dict[str, Any]:
+    return engine.snapshot()["cache"]["tree"]
+
+
+def spans(node: dict[str, Any]) -> Any:
+    """The tree's shape: each node's span with the shapes of its children."""
+    return [(child["tokens"], spans(child)) for child in node["children"]]
+
+
+def node_at(tree: dict[str, Any], path: list[int]) -> dict[str, Any]:
+    (node,) = [node for node, tokens in radix_nodes(tree) if tokens == path]
+    return node
+
+
+def test_a_radix_match_splits_the_node_it_ends_inside() -> None:
+    engine = engine_with("radix", num_blocks=16)
+    run_one(engine, [1, 2, 3, 4, 5, 6, 7], 1)
+    tree = tree_of(engine)
+    assert tree["tokens"] == [] and tree["lock"] == 0
+    assert spans(tree) == [([1, 2, 3, 4, 5, 6], [])]  # whole blocks: the 7 is not cached
+    second = engine.submit([1, 2, 3, 4, 9, 9, 9], max_tokens=3)
+    events = engine.step()
+    assert restore_of(events, second)["hit_blocks"] == [0, 1]
+    # Split after [1, 2, 3, 4]; the new prompt's blocks were inserted after its prefill.
+    tree = tree_of(engine)
+    assert spans(tree) == [([1, 2, 3, 4], [([5, 6], []), ([9, 9], [])])]
+    # The running request locks its path; the branch it did not take is unlocked.
+    assert node_at(tree, [1, 2, 3, 4])["lock"] == 1
+    assert node_at(tree, [1, 2, 3, 4, 9, 9])["lock"] == 1
+    assert node_at(tree, [1, 2, 3, 4, 5, 6])["lock"] == 0
+    drain(engine)
+    assert all(node["lock"] == 0 for node, _ in radix_nodes(tree_of(engine)))
+    check_all_finished(engine)
+
+
+def test_radix_eviction_takes_the_least_recently_used_leaf_then_its_parent() -> None:
+    engine = engine_with("radix")
+    run_one(engine, [1, 2, 3, 4, 5, 6, 7], 1)
+    run_one(engine, [1, 2, 3, 4, 9, 9, 9], 1)
+    run_one(engine, [1, 2, 3, 4, 5, 6, 7], 1)  # [5, 6] now used after [9, 9]
+    tree = tree_of(engine)
+    older, newer = node_at(tree, [1, 2, 3, 4, 9, 9]), node_at(tree, [1, 2, 3, 4, 5, 6])
+    assert older["last_access"] < newer["last_access"]
+    parent = node_at(tree, [1, 2, 3, 4])
+    # The tree holds 4 of the 8 blocks; seven for a long prompt: three must go.
+    _, events = run_one(engine, [7] * 13, 1)
+    evicted = [e["blocks"] for e in events_of(events, "evict")]
+    assert evicted == [older["blocks"], newer["blocks"], parent["blocks"]]
+    assert spans(tree_of(engine)) == [([7] * 12, [])]  # only the long prompt's whole blocks
+
+
+def test_a_locked_radix_node_is_not_evicted() -> None:
+    engine = engine_with("radix", max_active=2)
+    run_one(engine, [1, 2, 3, 4, 5, 6, 7], 1)
+    running = engine.submit([1, 2, 3, 4, 8], max_tokens=6)
+    engine.step()  # it hit and locked [1, 2, 3, 4]; [5, 6] is an unlocked leaf
+    tree = tree_of(engine)
+    assert node_at(tree, [1, 2, 3, 4])["lock"] == 1
+    leaf = node_at(tree, [1, 2, 3, 4, 5, 6])
+    engine.submit([6] * 7, max_tokens=1)
+    events = drain(engine)
+    evicted = [e["blocks"] for e in events_of(events, "evict")]
+    assert evicted and evicted[0] == leaf["blocks"]
+    locked_blocks = node_at(tree, [1, 2, 3, 4])["blocks"]
+    assert locked_blocks not in evicted[: len(evicted) - 1] or not evicted
+    check_all_finished(engine)
+    assert request_view(engine.snapshot(), running)["status"] == "finished"
+
+
+# -- every policy: exactness, and tokens independent of the policy ---------------------------
+
+PROMPTS = [[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 0], [1, 2, 3, 4, 5, 6, 1, 2], [4, 4], [1, 2, 3]]
+
+
+def scenario(policy: str, block_size: int, draft: bool, positions: int) -> dict[str, tuple]:
+    """Shared prefixes, staggered arrivals, a cancel, a rollback and an undo; returns the
+    results' tokens by request."""
+    target = TinyModel(seed=5, window=4)
+    config = EngineConfig(
+        cache_policy=policy,
+        block_size=block_size,
+        num_blocks=positions // block_size,
+        max_active=3,
+        undo_depth=4,
+        draft_width=3,
+    )
+    engine = Engine(target, make_draft(target, seed=6) if draft else None, config=config)
+    ids = [engine.submit(p, max_tokens=5) for p in PROMPTS[:3]]
+    for _ in range(2):
+        engine.step()
+        check_block_invariants(engine)
+    engine.rollback(ids[0], 2)
+    engine.undo()
+    check_block_invariants(engine)
+    ids += [engine.submit(p, max_tokens=4) for p in PROMPTS[3:]]
+    engine.step()
+    engine.cancel(ids[1])
+    drain(engine)
+    results = check_all_finished(engine)
+    again = engine.submit(PROMPTS[2], max_tokens=5)  # after everything: a hit where cached
+    drain(engine)
+    check_all_finished(engine)
+    results.append(engine.result(again))
+    # How far the cancelled one got depends on the schedule (check_all_finished made it a
+    # prefix of the oracle's); what the others say does not.
+    return {r.request_id: r.tokens for r in results if r.finish_reason != "cancelled"}
+
+
+@pytest.mark.parametrize("positions", [16, 256])  # under pressure (the longest needs 13), roomy
+@pytest.mark.parametrize("draft", [False, True])
+@pytest.mark.parametrize("block_size", [1, 2, 4])
+def test_every_policy_gives_the_oracle_tokens_whatever_the_interleaving(
+    block_size: int, draft: bool, positions: int
+) -> None:
+    outcomes = {policy: scenario(policy, block_size, draft, positions) for policy in POLICIES}
+    assert outcomes["blocks"] == outcomes["ttl"] == outcomes["radix"]
+
+
+# -- random interleavings of every operation, under the new policies --------------------------
+
+NEW_POLICIES = ("blocks", "radix")
+
+
+@settings(max_examples=50, **COMMON)
+@given(
+    setup=setups(pool="roomy", policies=NEW_POLICIES),
+    operations=operation_lists(EVERYTHING),
+)
+def test_policies_keep_invariants_and_exactness_with_room(
+    setup: Setup, operations: list[Operation]
+) -> None:
+    clock = TrippingClock()
+    engine = setup.build(clock)
+    apply(engine, clock, operations)
+    finish_and_check(engine, clock, rewind=True)
+
+
+@settings(max_examples=50, **COMMON)
+@given(
+    setup=setups(pool="small", policies=NEW_POLICIES),
+    operations=operation_lists(NO_HISTORY),
+)
+def test_policies_keep_invariants_and_exactness_on_a_small_pool(
+    setup: Setup, operations: list[Operation]
+) -> None:
+    clock = TrippingClock()
+    engine = setup.build(clock)
+    apply(engine, clock, operations)
+    finish_and_check(engine, clock, rewind=False)
+
+
+@settings(max_examples=50, **COMMON)
+@given(
+    setup=setups(pool="pressure", policies=NEW_POLICIES),
+    operations=operation_lists(EVERYTHING),
+)
+def test_policies_keep_invariants_and_exactness_under_pressure(
+    setup: Setup, operations: list[Operation]
+) -> None:
+    clock = TrippingClock()
+    engine = setup.build(clock)
+    apply(engine, clock, operations)
+    finish_and_check(engine, clock, rewind=True)
