@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import Engine, EngineConfig, TinyModel, make_draft
 from tests.engine.helpers import (
     ManualClock,
-    TrippingClock,
     check_all_finished,
     check_block_invariants,
     drain,
@@ -31,11 +31,8 @@ from tests.engine.test_engine_properties import (
     COMMON,
     EVERYTHING,
     NO_HISTORY,
-    Operation,
-    Setup,
-    apply,
-    finish_and_check,
     operation_lists,
+    run_and_check,
     setups,
 )
 
@@ -311,43 +308,53 @@ def test_every_policy_gives_the_oracle_tokens_whatever_the_interleaving(
 NEW_POLICIES = ("blocks", "radix")
 
 
-@settings(max_examples=50, **COMMON)
-@given(
-    setup=setups(pool="roomy", policies=NEW_POLICIES),
-    operations=operation_lists(EVERYTHING),
+@pytest.mark.parametrize(
+    ("pool", "weights", "rewind"),
+    [("roomy", EVERYTHING, True), ("small", NO_HISTORY, False), ("pressure", EVERYTHING, True)],
 )
-def test_policies_keep_invariants_and_exactness_with_room(
-    setup: Setup, operations: list[Operation]
-) -> None:
-    clock = TrippingClock()
-    engine = setup.build(clock)
-    apply(engine, clock, operations)
-    finish_and_check(engine, clock, rewind=True)
-
-
 @settings(max_examples=50, **COMMON)
-@given(
-    setup=setups(pool="small", policies=NEW_POLICIES),
-    operations=operation_lists(NO_HISTORY),
-)
-def test_policies_keep_invariants_and_exactness_on_a_small_pool(
-    setup: Setup, operations: list[Operation]
+@given(data=st.data())
+def test_policies_keep_invariants_and_exactness_in_random_interleavings(
+    pool: str, weights: dict[str, int], rewind: bool, data: st.DataObject
 ) -> None:
-    clock = TrippingClock()
-    engine = setup.build(clock)
-    apply(engine, clock, operations)
-    finish_and_check(engine, clock, rewind=False)
+    """The property tests' three spaces (see test_engine_properties), under blocks and radix."""
+    setup = data.draw(setups(pool=pool, policies=NEW_POLICIES), label="setup")
+    operations = data.draw(operation_lists(weights), label="operations")
+    run_and_check(setup, operations, rewind=rewind)
 
 
-@settings(max_examples=50, **COMMON)
-@given(
-    setup=setups(pool="pressure", policies=NEW_POLICIES),
-    operations=operation_lists(EVERYTHING),
-)
-def test_policies_keep_invariants_and_exactness_under_pressure(
-    setup: Setup, operations: list[Operation]
-) -> None:
-    clock = TrippingClock()
-    engine = setup.build(clock)
-    apply(engine, clock, operations)
-    finish_and_check(engine, clock, rewind=True)
+def test_the_design_documents_example_frees_touches_evicts_and_reuses_in_its_order() -> None:
+    """vLLM's prefix caching document: 10 blocks of 4; request 0 has 15 prompt tokens, request
+    1 shares its first 10 (14 tokens), request 2 its first 12 (29 tokens)."""
+    engine = engine_with("blocks", block_size=4, num_blocks=10, max_active=4, max_batch_tokens=64)
+    zero = list(range(1, 16))
+    first = engine.submit(zero, max_tokens=3)
+    engine.step()  # time 1: blocks 0-3, the first three full and cached
+    assert cached_blocks(engine) == [0, 1, 2]
+    engine.step()  # block 3 is full now
+    assert cached_blocks(engine) == [0, 1, 2, 3]
+    one = engine.submit([*zero[:10], 30, 30, 30, 30], max_tokens=2)
+    events = engine.step()  # time 3 and 4: request 0 takes block 4; request 1 hits 0 and 1
+    assert restore_of(events, one)["hit_blocks"] == [0, 1]
+    assert [b["id"] for b in request_view(engine.snapshot(), one)["blocks"]] == [0, 1, 5, 6]
+    # Time 5: request 0 finished; its blocks 4, 3, 2 joined the queue in reverse (0 and 1 are
+    # request 1's too).
+    assert request_view(engine.snapshot(), first)["status"] == "finished"
+    assert engine.snapshot()["pool"]["free_queue"] == [7, 8, 9, 4, 3, 2]
+    engine.step()  # time 6: request 1 finished
+    assert engine.snapshot()["pool"]["free_queue"] == [7, 8, 9, 4, 3, 2, 6, 5, 1, 0]
+    # Time 7: the hit blocks 0, 1, 2 leave the queue first; then five blocks from its head,
+    # block 3 (cached) evicted as it is taken.
+    two = engine.submit([*zero[:12]] + [31] * 17, max_tokens=2)
+    events = engine.step()
+    assert restore_of(events, two)["hit_blocks"] == [0, 1, 2]
+    assert [b["id"] for b in request_view(engine.snapshot(), two)["blocks"]] == [
+        0, 1, 2, 7, 8, 9, 4, 3,
+    ]  # fmt: skip
+    assert [e["block"] for e in events_of(events, "block_evicted")] == [3]
+    drain(engine)
+    check_all_finished(engine)
+
+
+def cached_blocks(engine: Engine) -> list[int]:
+    return [entry["block"] for entry in engine.snapshot()["pool"]["cached"]]
