@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .blocks import chain_hash
+from .blocks import chain_hash, stored_positions
 from .cache import Lookup, counted
-from .prefixes import boundary
 from .request import Request
 
 if TYPE_CHECKING:
@@ -83,7 +82,7 @@ class BlockPolicy:
     def cache_full(self, request: Request) -> None:
         """Cache the request's blocks that every model has filled and none cached yet."""
         size = self.door.config.block_size
-        full = min(boundary(request) // size, request.hashed)
+        full = min(stored_positions(request) // size, request.hashed)
         table, hashes, cache = request.table, self.door.blocks.hashes(), self.cache
         fresh: list[int] = []
         for index in range(full - 1, -1, -1):  # from the newest back to one cached already

@@ -33,6 +33,11 @@ class PoolMarks:
     free_queue: OrderedDict[int, None] | None = None
 
 
+def stored_positions(request: Request) -> int:
+    """Positions whose rows every model has stored (and sealed)."""
+    return min(min(c) for c in request.cursors.values()) if request.cursors else 0
+
+
 def chain_hash(previous: str, chunk: tuple[int, ...]) -> str:
     """A full block's prefix hash: its parent's hash (or the cache key) and its tokens. Long
     enough that the "blocks" cache policy may trust it as a key (viewers show a short form)."""

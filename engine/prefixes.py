@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .blocks import BlockManager
+from .block_cache import BlockPolicy
+from .blocks import BlockManager, stored_positions
 from .cache import CacheEntry, CacheState, Lookup, PrefixCache
 from .config import EngineConfig
 from .model import TinyModel
+from .radix import RadixPolicy
 from .request import EventLog, Request
 
 
@@ -32,9 +34,6 @@ class Prefixes:
         log: EventLog,
         counters: dict[str, int],
     ) -> None:
-        from .block_cache import BlockPolicy  # the policies build on this door
-        from .radix import RadixPolicy
-
         self.models = models
         self.config = config
         self.blocks = blocks
@@ -96,11 +95,6 @@ class Prefixes:
         return self.policy.pool_view()
 
 
-def boundary(request: Request) -> int:
-    """Positions whose rows every model has stored (and sealed)."""
-    return min(min(c) for c in request.cursors.values()) if request.cursors else 0
-
-
 class TtlPolicy:
     """DeepInfer's state cache: whole-prefix entries with hot and warm lifetimes."""
 
@@ -132,7 +126,7 @@ class TtlPolicy:
 
     def publish(self, request: Request, now: float) -> None:
         door, config = self.door, self.door.config
-        stored = boundary(request)
+        stored = stored_positions(request)
         if stored <= 0:
             return
         blocks = request.table[: -(-stored // config.block_size)]

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .blocks import stored_positions
 from .cache import Lookup, counted
-from .prefixes import boundary
 from .request import Request
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ class RadixPolicy:
     def publish(self, request: Request, now: float) -> None:
         """Insert the request's whole stored blocks; it now locks that longer path."""
         door, tree = self.door, self.tree
-        full = boundary(request) // door.config.block_size
+        full = stored_positions(request) // door.config.block_size
         if full == 0:
             return
         if tree.key != door.key():
@@ -285,15 +285,16 @@ class RadixPolicy:
             return
         for node in list(tree.nodes()):
             self.door.blocks.release(node.blocks)
+            self.door.counters["evictions"] += 1
             self.door.log.emit(
                 "evict",
                 None,
                 positions=len(node.tokens),
-                blocks=node.blocks,
+                blocks=list(node.blocks),
                 reason="model changed",
             )
-        fresh = RadixTree(tree.size)
-        tree.root, tree.key, tree.locks = fresh.root, None, {}
+        # Requests of the old models have failed (their locks went with their blocks).
+        tree.root, tree.key, tree.locks, tree.fresh = RadixTree(tree.size).root, None, {}, set()
 
     def held_blocks(self) -> set[int]:
         return {block for node in self.tree.nodes() for block in node.blocks}

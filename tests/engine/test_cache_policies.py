@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from engine import Engine, EngineConfig, TinyModel, make_draft
 from tests.engine.helpers import (
     ManualClock,
+    check_against_oracle,
     check_all_finished,
     check_block_invariants,
     drain,
@@ -252,6 +253,29 @@ def test_a_locked_radix_node_is_not_evicted() -> None:
     assert locked_blocks not in evicted[: len(evicted) - 1] or not evicted
     check_all_finished(engine)
     assert request_view(engine.snapshot(), running)["status"] == "finished"
+
+
+@pytest.mark.parametrize("policy", ["blocks", "radix"])
+def test_blocks_cached_under_replaced_weights_never_hit(policy: str) -> None:
+    engine = engine_with(policy, num_blocks=16)
+    run_one(engine, PROMPT, 2)
+    # The cache key changes with the weights (so do the prefix hashes: no drain() here, which
+    # expects a prefix to keep its hash).
+    engine.target.weights = TinyModel(seed=4).weights
+    start = len(engine.trace)
+    again = engine.submit(PROMPT, max_tokens=2)
+    engine.run()
+    events = engine.trace[start:]
+    assert restore_of(events, again)["cache"] == "cold"
+    if policy == "radix":  # the old tree went at once
+        assert {e["reason"] for e in events_of(events, "evict")} == {"model changed"}
+    twice = engine.submit(PROMPT, max_tokens=2)  # the new weights' blocks do hit
+    events = engine.step()
+    assert len(restore_of(events, twice)["hit_blocks"]) == 2
+    assert restore_of(events, twice)["reused_positions"] == 4
+    engine.run()
+    for request_id in (again, twice):  # the first ran on the old weights
+        check_against_oracle(engine, request_id)
 
 
 # -- every policy: exactness, and tokens independent of the policy ---------------------------
