@@ -376,8 +376,9 @@ def _parse_event(raw: Any, index: int, fail: Fail) -> ScenarioEvent:
 def _parse_submit(submit: Any, where: str, fail: Fail) -> dict[str, Any]:
     """A submit's fields, shapes only (tokens are checked against the model later), with
     max_tokens filled in."""
-    if not isinstance(submit, dict) or set(submit) - {"id", "prompt", "max_tokens", "eos_id"}:
-        raise fail(where, "must be an object with prompt, max_tokens, eos_id, id")
+    fields = {"id", "prompt", "max_tokens", "eos_id", "priority"}
+    if not isinstance(submit, dict) or set(submit) - fields:
+        raise fail(where, "must be an object with prompt, max_tokens, eos_id, id, priority")
     if "prompt" not in submit:
         raise fail(where, "needs a prompt (a list of token ids)")
     named = submit.get("id")
@@ -391,4 +392,7 @@ def _parse_submit(submit: Any, where: str, fail: Fail) -> dict[str, Any]:
         raise fail(
             f"{where}.max_tokens", f"must be a non-negative integer, got {shown(max_tokens)}"
         )
+    priority = submit.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise fail(f"{where}.priority", f"must be an integer, got {shown(priority)}")
     return {"max_tokens": max_tokens, **submit}

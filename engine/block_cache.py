@@ -132,6 +132,9 @@ class BlockPolicy:
         )
         return Lookup("hot", reused, None, reason, tuple(found))
 
+    def cached_length(self, tokens: tuple[int, ...], now: float) -> int:
+        return self.lookup(tokens, now).reused  # a lookup changes nothing here
+
     def attached(self, request: Request, found: Lookup) -> None:
         pass  # holding them took the hit blocks out of the free queue
 

@@ -136,11 +136,12 @@ class BlockManager:
         return self.pool.blocks_to_copy(request.table, firsts)
 
     def blocks_needed(
-        self, request: Request, copies: list[int], nodes: int
+        self, request: Request, copies: list[int], stop: int
     ) -> tuple[int, list[int]]:
-        """Blocks to take for `nodes` speculative rows after the pending one, and which of the
-        table's blocks (of `copies`) those rows reach that must be copied first."""
-        needed = -(-(len(request.tokens) + nodes) // self.block_size)
+        """Blocks to take for the request's rows before position `stop` (a prefill chunk's end,
+        or the pending position plus its speculative rows), and which of the table's blocks
+        (of `copies`) those rows reach that must be copied first."""
+        needed = -(-stop // self.block_size)
         shared = [index for index in copies if index < needed]
         return max(0, needed - len(request.table)) + len(shared), shared
 
@@ -225,8 +226,8 @@ class BlockManager:
         request.hashed = max(request.hashed, full)
 
     def cache_full_blocks(self, request: Request) -> None:
-        """Offer the request's blocks full for every model to the prefix cache (if it wants
-        them as they fill: the "blocks" policy)."""
+        """Offer the request's blocks full for every model to the prefix cache, after every
+        commit and prefill chunk (the "blocks" policy caches them; "radix" inserts a chunk)."""
         if self.on_full is not None:
             self.on_full(request)
 

@@ -59,6 +59,11 @@ class Prefixes:
         """The longest usable cached prefix of `tokens` (a prompt but its last token)."""
         return self.policy.lookup(tokens, now)
 
+    def cached_length(self, tokens: tuple[int, ...], now: float) -> int:
+        """Positions of `tokens` a restore would reuse now; changes nothing (no entry counts
+        as used, no radix node is split or touched)."""
+        return self.policy.cached_length(tokens, now)
+
     def attach(self, request: Request, found: Lookup) -> None:
         """Give a request that holds no rows the blocks `found` (a lookup's) names."""
         if found.blocks:
@@ -111,6 +116,11 @@ class TtlPolicy:
     def drop_other_models(self) -> None:
         for entry in self.cache.remove_other_keys(self.door.key()):
             self.drop(entry, "model changed")
+
+    def cached_length(self, tokens: tuple[int, ...], now: float) -> int:
+        exact = self.door.config.recovery_mode == "exact"
+        key = self.door.key()
+        return self.cache.lookup(key, tokens, now=now, exact=exact, touch=False).reused
 
     def lookup(self, tokens: tuple[int, ...], now: float) -> Lookup:
         exact = self.door.config.recovery_mode == "exact"

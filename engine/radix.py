@@ -97,6 +97,20 @@ class RadixTree:
             node = child
         return node, matched, blocks
 
+    def matched_length(self, tokens: tuple[int, ...]) -> int:
+        """The positions `match` would match, without splitting or touching anything."""
+        size, node, matched = self.size, self.root, 0
+        while matched + size <= len(tokens):
+            child = node.children.get(tokens[matched : matched + size])
+            if child is None:
+                break
+            common = _common_blocks(child.tokens, tokens[matched:], size)
+            matched += common * size
+            if common < len(child.blocks):
+                break
+            node = child
+        return matched
+
     def _split(self, child: Node, count: int) -> Node:
         """Cut `child` after its first `count` blocks; returns the new upper part."""
         assert child.parent is not None
@@ -181,6 +195,7 @@ class RadixPolicy:
     def __init__(self, door: Prefixes) -> None:
         self.door = door
         door.blocks.on_release_all = self.released
+        door.blocks.on_full = self.chunk_stored
         door.blocks.on_truncate = lambda request, cursor: self.tree.shorten(
             request.request_id, cursor
         )
@@ -204,11 +219,22 @@ class RadixPolicy:
         )
         return Lookup("hot", matched, None, reason, tuple(blocks))
 
+    def cached_length(self, tokens: tuple[int, ...], now: float) -> int:
+        if self.tree.key != self.door.key():
+            return 0
+        return self.tree.matched_length(tokens[: len(tokens) // self.tree.size * self.tree.size])
+
     def attached(self, request: Request, found: Lookup) -> None:
         self.tree.lock(request.request_id, tuple(request.tokens[: found.reused]), fresh=True)
 
     def released(self, request: Request) -> None:
         self.tree.unlock(request.request_id)
+
+    def chunk_stored(self, request: Request) -> None:
+        """A prefill chunk (rows stored short of the pending position) is inserted as it
+        completes; after the prompt, its prefix waits for the engine's publish."""
+        if stored_positions(request) < len(request.tokens) - 1:
+            self.publish(request, 0.0)
 
     def publish(self, request: Request, now: float) -> None:
         """Insert the request's whole stored blocks; it now locks that longer path."""

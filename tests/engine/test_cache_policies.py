@@ -278,12 +278,44 @@ def test_blocks_cached_under_replaced_weights_never_hit(policy: str) -> None:
         check_against_oracle(engine, request_id)
 
 
+@pytest.mark.parametrize("policy", ["blocks", "radix"])
+def test_a_prompt_computed_in_chunks_is_cached_chunk_by_chunk(policy: str) -> None:
+    """vLLM caches a block once it is full, SGLang inserts each completed chunk."""
+    engine = engine_with(policy, num_blocks=16, long_prefill_threshold=2)
+    request = engine.submit([1, 2, 3, 4, 5, 6, 7], max_tokens=2)
+    engine.step()  # rows 0 and 1: block 0 full, the prompt not done
+    snapshot = check_block_invariants(engine)
+    assert request_view(snapshot, request)["committed_positions"] == 2
+    if policy == "blocks":
+        assert cached_blocks(engine) == [0]
+    else:
+        assert spans(tree_of(engine)) == [([1, 2], [])]
+        assert snapshot["cache"]["locks"] == {request: 2}
+    engine.step()
+    if policy == "blocks":
+        assert cached_blocks(engine) == [0, 1]
+    else:
+        assert spans(tree_of(engine)) == [([1, 2], [([3, 4], [])])]
+        assert engine.snapshot()["cache"]["locks"] == {request: 4}
+    drain(engine)
+    check_all_finished(engine)
+
+
 # -- every policy: exactness, and tokens independent of the policy ---------------------------
 
 PROMPTS = [[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 0], [1, 2, 3, 4, 5, 6, 1, 2], [4, 4], [1, 2, 3]]
 
 
-def scenario(policy: str, block_size: int, draft: bool, positions: int) -> dict[str, tuple]:
+SCHEDULES = {
+    "default": {},
+    # Prompts computed two rows at a time in a small budget, the longest cached prefix first.
+    "chunked-lpm": dict(long_prefill_threshold=2, token_budget=6, schedule_policy="lpm"),
+}
+
+
+def scenario(
+    policy: str, block_size: int, draft: bool, positions: int, schedule: str = "default"
+) -> dict[str, tuple]:
     """Shared prefixes, staggered arrivals, a cancel, a rollback and an undo; returns the
     results' tokens by request."""
     target = TinyModel(seed=5, window=4)
@@ -294,6 +326,7 @@ def scenario(policy: str, block_size: int, draft: bool, positions: int) -> dict[
         max_active=3,
         undo_depth=4,
         draft_width=3,
+        **SCHEDULES[schedule],
     )
     engine = Engine(target, make_draft(target, seed=6) if draft else None, config=config)
     ids = [engine.submit(p, max_tokens=5) for p in PROMPTS[:3]]
@@ -317,13 +350,16 @@ def scenario(policy: str, block_size: int, draft: bool, positions: int) -> dict[
     return {r.request_id: r.tokens for r in results if r.finish_reason != "cancelled"}
 
 
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
 @pytest.mark.parametrize("positions", [16, 256])  # under pressure (the longest needs 13), roomy
 @pytest.mark.parametrize("draft", [False, True])
 @pytest.mark.parametrize("block_size", [1, 2, 4])
 def test_every_policy_gives_the_oracle_tokens_whatever_the_interleaving(
-    block_size: int, draft: bool, positions: int
+    block_size: int, draft: bool, positions: int, schedule: str
 ) -> None:
-    outcomes = {policy: scenario(policy, block_size, draft, positions) for policy in POLICIES}
+    outcomes = {
+        policy: scenario(policy, block_size, draft, positions, schedule) for policy in POLICIES
+    }
     assert outcomes["blocks"] == outcomes["ttl"] == outcomes["radix"]
 
 

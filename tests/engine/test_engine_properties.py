@@ -121,6 +121,12 @@ def setups(draw: st.DrawFn, *, pool: str, policies: tuple[str, ...] = ("ttl",)) 
             undo_depth=draw(st.sampled_from([0, 1, 2, 64])),
             cache_capacity=draw(st.sampled_from([1, 2, 64])),
         )
+    if len(policies) > 1:  # the scheduler's options too (the ttl-only spaces keep theirs)
+        config.update(
+            token_budget=draw(st.sampled_from([None, 1, 3, 8, 2048])),
+            long_prefill_threshold=draw(st.sampled_from([None, 1, 2, 5])),
+            schedule_policy=draw(st.sampled_from(["fcfs", "priority", "lpm"])),
+        )
     return Setup(
         seed=draw(st.integers(0, 9)),
         window=draw(st.sampled_from([1, 2, 4, 8])),
