@@ -1,5 +1,5 @@
 """Cache policies: vLLM's automatic prefix caching ("blocks") and SGLang's radix tree ("radix")
-behave as their designs describe, and every policy keeps every request exact.
+behave as their designs describe (exactness over every policy: test_cache_policies_exactness).
 
 The expectations come from the designs (vLLM's prefix caching design document, SGLang's radix
 cache), not from this engine: blocks freed to the tail of one free queue (a request's in
@@ -13,10 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from engine import Engine, EngineConfig, TinyModel, make_draft
+from engine import Engine, EngineConfig, TinyModel
 from tests.engine.helpers import (
     ManualClock,
     check_against_oracle,
@@ -28,16 +26,6 @@ from tests.engine.helpers import (
     restore_of,
 )
 from tests.engine.policy_checks import radix_nodes
-from tests.engine.test_engine_properties import (
-    COMMON,
-    EVERYTHING,
-    NO_HISTORY,
-    operation_lists,
-    run_and_check,
-    setups,
-)
-
-POLICIES = ("ttl", "blocks", "radix")
 
 
 def engine_with(policy: str, clock: ManualClock | None = None, **config: Any) -> Engine:
@@ -183,6 +171,43 @@ def test_undo_brings_back_the_free_queue_order_and_the_hash_map() -> None:
     check_all_finished(engine)
 
 
+def test_the_design_documents_example_frees_touches_evicts_and_reuses_in_its_order() -> None:
+    """vLLM's prefix caching document: 10 blocks of 4; request 0 has 15 prompt tokens, request
+    1 shares its first 10 (14 tokens), request 2 its first 12 (29 tokens)."""
+    engine = engine_with("blocks", block_size=4, num_blocks=10, max_active=4, max_batch_tokens=64)
+    zero = list(range(1, 16))
+    first = engine.submit(zero, max_tokens=3)
+    engine.step()  # time 1: blocks 0-3, the first three full and cached
+    assert cached_blocks(engine) == [0, 1, 2]
+    engine.step()  # block 3 is full now
+    assert cached_blocks(engine) == [0, 1, 2, 3]
+    one = engine.submit([*zero[:10], 30, 30, 30, 30], max_tokens=2)
+    events = engine.step()  # time 3 and 4: request 0 takes block 4; request 1 hits 0 and 1
+    assert restore_of(events, one)["hit_blocks"] == [0, 1]
+    assert [b["id"] for b in request_view(engine.snapshot(), one)["blocks"]] == [0, 1, 5, 6]
+    # Time 5: request 0 finished; its blocks 4, 3, 2 joined the queue in reverse (0 and 1 are
+    # request 1's too).
+    assert request_view(engine.snapshot(), first)["status"] == "finished"
+    assert engine.snapshot()["pool"]["free_queue"] == [7, 8, 9, 4, 3, 2]
+    engine.step()  # time 6: request 1 finished
+    assert engine.snapshot()["pool"]["free_queue"] == [7, 8, 9, 4, 3, 2, 6, 5, 1, 0]
+    # Time 7: the hit blocks 0, 1, 2 leave the queue first; then five blocks from its head,
+    # block 3 (cached) evicted as it is taken.
+    two = engine.submit([*zero[:12]] + [31] * 17, max_tokens=2)
+    events = engine.step()
+    assert restore_of(events, two)["hit_blocks"] == [0, 1, 2]
+    assert [b["id"] for b in request_view(engine.snapshot(), two)["blocks"]] == [
+        0, 1, 2, 7, 8, 9, 4, 3,
+    ]  # fmt: skip
+    assert [e["block"] for e in events_of(events, "block_evicted")] == [3]
+    drain(engine)
+    check_all_finished(engine)
+
+
+def cached_blocks(engine: Engine) -> list[int]:
+    return [entry["block"] for entry in engine.snapshot()["pool"]["cached"]]
+
+
 # -- "radix": SGLang's radix tree -------------------------------------------------------------
 
 
@@ -299,122 +324,3 @@ def test_a_prompt_computed_in_chunks_is_cached_chunk_by_chunk(policy: str) -> No
         assert engine.snapshot()["cache"]["locks"] == {request: 4}
     drain(engine)
     check_all_finished(engine)
-
-
-# -- every policy: exactness, and tokens independent of the policy ---------------------------
-
-PROMPTS = [[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 0], [1, 2, 3, 4, 5, 6, 1, 2], [4, 4], [1, 2, 3]]
-
-
-SCHEDULES = {
-    "default": {},
-    # Prompts computed two rows at a time in a small budget, the longest cached prefix first.
-    "chunked-lpm": dict(long_prefill_threshold=2, token_budget=6, schedule_policy="lpm"),
-}
-
-
-def scenario(
-    policy: str, block_size: int, draft: bool, positions: int, schedule: str = "default"
-) -> dict[str, tuple]:
-    """Shared prefixes, staggered arrivals, a cancel, a rollback and an undo; returns the
-    results' tokens by request."""
-    target = TinyModel(seed=5, window=4)
-    config = EngineConfig(
-        cache_policy=policy,
-        block_size=block_size,
-        num_blocks=positions // block_size,
-        max_active=3,
-        undo_depth=4,
-        draft_width=3,
-        **SCHEDULES[schedule],
-    )
-    engine = Engine(target, make_draft(target, seed=6) if draft else None, config=config)
-    ids = [engine.submit(p, max_tokens=5) for p in PROMPTS[:3]]
-    for _ in range(2):
-        engine.step()
-        check_block_invariants(engine)
-    engine.rollback(ids[0], 2)
-    engine.undo()
-    check_block_invariants(engine)
-    ids += [engine.submit(p, max_tokens=4) for p in PROMPTS[3:]]
-    engine.step()
-    engine.cancel(ids[1])
-    drain(engine)
-    results = check_all_finished(engine)
-    again = engine.submit(PROMPTS[2], max_tokens=5)  # after everything: a hit where cached
-    drain(engine)
-    check_all_finished(engine)
-    results.append(engine.result(again))
-    # How far the cancelled one got depends on the schedule (check_all_finished made it a
-    # prefix of the oracle's); what the others say does not.
-    return {r.request_id: r.tokens for r in results if r.finish_reason != "cancelled"}
-
-
-@pytest.mark.parametrize("schedule", list(SCHEDULES))
-@pytest.mark.parametrize("positions", [16, 256])  # under pressure (the longest needs 13), roomy
-@pytest.mark.parametrize("draft", [False, True])
-@pytest.mark.parametrize("block_size", [1, 2, 4])
-def test_every_policy_gives_the_oracle_tokens_whatever_the_interleaving(
-    block_size: int, draft: bool, positions: int, schedule: str
-) -> None:
-    outcomes = {
-        policy: scenario(policy, block_size, draft, positions, schedule) for policy in POLICIES
-    }
-    assert outcomes["blocks"] == outcomes["ttl"] == outcomes["radix"]
-
-
-# -- random interleavings of every operation, under the new policies --------------------------
-
-NEW_POLICIES = ("blocks", "radix")
-
-
-@pytest.mark.parametrize(
-    ("pool", "weights", "rewind"),
-    [("roomy", EVERYTHING, True), ("small", NO_HISTORY, False), ("pressure", EVERYTHING, True)],
-)
-@settings(max_examples=50, **COMMON)
-@given(data=st.data())
-def test_policies_keep_invariants_and_exactness_in_random_interleavings(
-    pool: str, weights: dict[str, int], rewind: bool, data: st.DataObject
-) -> None:
-    """The property tests' three spaces (see test_engine_properties), under blocks and radix."""
-    setup = data.draw(setups(pool=pool, policies=NEW_POLICIES), label="setup")
-    operations = data.draw(operation_lists(weights), label="operations")
-    run_and_check(setup, operations, rewind=rewind)
-
-
-def test_the_design_documents_example_frees_touches_evicts_and_reuses_in_its_order() -> None:
-    """vLLM's prefix caching document: 10 blocks of 4; request 0 has 15 prompt tokens, request
-    1 shares its first 10 (14 tokens), request 2 its first 12 (29 tokens)."""
-    engine = engine_with("blocks", block_size=4, num_blocks=10, max_active=4, max_batch_tokens=64)
-    zero = list(range(1, 16))
-    first = engine.submit(zero, max_tokens=3)
-    engine.step()  # time 1: blocks 0-3, the first three full and cached
-    assert cached_blocks(engine) == [0, 1, 2]
-    engine.step()  # block 3 is full now
-    assert cached_blocks(engine) == [0, 1, 2, 3]
-    one = engine.submit([*zero[:10], 30, 30, 30, 30], max_tokens=2)
-    events = engine.step()  # time 3 and 4: request 0 takes block 4; request 1 hits 0 and 1
-    assert restore_of(events, one)["hit_blocks"] == [0, 1]
-    assert [b["id"] for b in request_view(engine.snapshot(), one)["blocks"]] == [0, 1, 5, 6]
-    # Time 5: request 0 finished; its blocks 4, 3, 2 joined the queue in reverse (0 and 1 are
-    # request 1's too).
-    assert request_view(engine.snapshot(), first)["status"] == "finished"
-    assert engine.snapshot()["pool"]["free_queue"] == [7, 8, 9, 4, 3, 2]
-    engine.step()  # time 6: request 1 finished
-    assert engine.snapshot()["pool"]["free_queue"] == [7, 8, 9, 4, 3, 2, 6, 5, 1, 0]
-    # Time 7: the hit blocks 0, 1, 2 leave the queue first; then five blocks from its head,
-    # block 3 (cached) evicted as it is taken.
-    two = engine.submit([*zero[:12]] + [31] * 17, max_tokens=2)
-    events = engine.step()
-    assert restore_of(events, two)["hit_blocks"] == [0, 1, 2]
-    assert [b["id"] for b in request_view(engine.snapshot(), two)["blocks"]] == [
-        0, 1, 2, 7, 8, 9, 4, 3,
-    ]  # fmt: skip
-    assert [e["block"] for e in events_of(events, "block_evicted")] == [3]
-    drain(engine)
-    check_all_finished(engine)
-
-
-def cached_blocks(engine: Engine) -> list[int]:
-    return [entry["block"] for entry in engine.snapshot()["pool"]["cached"]]
