@@ -75,6 +75,8 @@ class BlockPolicy:
         """Allocation took `block` from the free queue's head: a cached one is evicted."""
         digest = self.door.blocks.hashes()[block]
         if digest is not None and self.cache.has(digest, block):
+            # A checkpoint's hash map still names it: undo writes these rows back.
+            self.door.blocks.keep_rows(block)
             self.cache.remove(digest, block)
             self.door.counters["evictions"] += 1
             self.door.log.emit("block_evicted", None, block=block, hash=short(digest))

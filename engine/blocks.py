@@ -66,6 +66,8 @@ class BlockManager:
         self.on_full: Callable[[Request], None] | None = None
         self.on_release_all: Callable[[Request], None] | None = None
         self.on_truncate: Callable[[Request, int], None] | None = None
+        # Where rows of cached blocks reused this round are kept for the undo history.
+        self.evicted_rows: list[SavedRows] | None = None
 
     # -- reading rows -----------------------------------------------------------------------
 
@@ -278,6 +280,11 @@ class BlockManager:
     def _block_slots(self, blocks: list[int]) -> np.ndarray:
         size = self.block_size
         return (np.array(blocks, dtype=np.int64)[:, None] * size + np.arange(size)).ravel()
+
+    def keep_rows(self, block: int) -> None:
+        """A cached block is about to be reused: the history may need its rows back."""
+        if self.evicted_rows is not None:
+            self.evicted_rows.append(self.save_rows([block]))
 
     def retain_into(self, released: list[int] | None) -> None:
         """Keep blocks released from now on out of the free list, in `released` (None: stop)."""

@@ -41,6 +41,8 @@ class Checkpoint:
     pool: PoolMarks
     admissions: int
     released_after: list[int] = field(default_factory=list)
+    # Rows of cached free blocks (the "blocks" policy) the round reused, as they were.
+    evicted_rows: list[SavedRows] = field(default_factory=list)
 
     def live_requests(self) -> dict[str, Request]:
         """The requests as they were: unfinished ones copied again (the live ones move on)."""
@@ -115,6 +117,8 @@ class History:
         self.counters.update(checkpoint.counters)
         self.log.truncate(checkpoint.trace_length)
         self.blocks.load(checkpoint.pool)
+        for saved in reversed(checkpoint.evicted_rows):  # the cache's free blocks, as they were
+            self.blocks.load_rows(saved)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -161,7 +165,9 @@ class History:
         self.entries = deque(entries)
 
     def resume_retention(self) -> None:
-        self.blocks.retain_into(self.entries[-1].released_after if self.entries else None)
+        newest = self.entries[-1] if self.entries else None
+        self.blocks.retain_into(None if newest is None else newest.released_after)
+        self.blocks.evicted_rows = None if newest is None else newest.evicted_rows
 
     def after_rewind(self) -> None:
         """After undo or an aborted round: blocks the checkpoint saw as retained for history

@@ -15,6 +15,7 @@ from tests.engine.test_engine_properties import (
     COMMON,
     EVERYTHING,
     NO_HISTORY,
+    Setup,
     operation_lists,
     run_and_check,
     setups,
@@ -102,3 +103,40 @@ def test_policies_keep_invariants_and_exactness_in_random_interleavings(
     setup = data.draw(setups(pool=pool, policies=NEW_POLICIES), label="setup")
     operations = data.draw(operation_lists(weights), label="operations")
     run_and_check(setup, operations, rewind=rewind)
+
+
+PRESSED = dict(
+    cache_policy="blocks",
+    draft_width=1,
+    draft_branching=2,
+    max_draft_nodes=3,
+    max_batch_tokens=3,
+    block_size=4,
+    max_active=1,
+    num_blocks=2,
+    undo_depth=1,
+    cache_capacity=1,
+)
+FOUND = {
+    # A round reuses a cached free block (evicting it); undo brings back the hash map that
+    # names it, so its rows must come back too.
+    "evicted then undone": [
+        ("submit", [0], 4, None), ("rollback", 0, 1), ("step",), ("step",),
+        ("submit", [2, 0], 0, None), ("submit", [0], 0, 6), ("undo",), ("step",),
+        ("submit", [2, 2, 4, 4, 5, 5], 2, None), ("clock", 2.0), ("step",),
+        ("rollback", 1, 3), ("step",), ("rollback", 1, 2), ("rollback", 3, 1),
+        ("rollback", 4, 2), ("interrupt", "draft forward", 2), ("undo",), ("step",),
+        ("undo",),
+    ],
+    # A block the latest round dropped, retained for history the step trimmed, is free
+    # after the undo (shown "dropped", as before the step it would have been once free).
+    "dropped and retained": [
+        ("submit", [0], 4, None), ("rollback", 0, 1), ("step",), ("step",),
+        ("submit", [0], 0, None), ("submit", [0], 0, None), ("step",), ("undo",),
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("found", list(FOUND))
+def test_interleavings_the_random_search_found(found: str) -> None:
+    run_and_check(Setup(0, 1, "close", PRESSED), FOUND[found], rewind=True)

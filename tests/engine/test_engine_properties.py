@@ -146,9 +146,11 @@ def comparable(snapshot: dict[str, Any]) -> dict[str, Any]:
     blocks["used"] -= blocks["retained"]
     blocks["retained"] = 0
     retained = []
+    # A retained block the latest round dropped shows as "dropped" once it is free.
+    dropped = {b for request in view["requests"] for b in request["dropped_blocks"]}
     for block in view["pool"]["blocks"]:
         if block["state"] == "retained":
-            block["state"] = "free"
+            block["state"] = "dropped" if block["id"] in dropped else "free"
             retained.append(block["id"])
     if "free_queue" in view["pool"]:  # kept apart: see assert_rewound
         view["pool"]["free_queue"] = (view["pool"]["free_queue"], retained)
