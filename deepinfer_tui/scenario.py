@@ -112,6 +112,9 @@ class Scenario:
         recovery_mode: str | None = None,
         keep: int | None = None,
         undo_depth: int | None = None,
+        token_budget: int | str | None = None,
+        long_prefill_threshold: int | None = None,
+        schedule_policy: str | None = None,
         greedy: bool = False,
         no_fast_paths: bool = False,
     ) -> Scenario:
@@ -126,9 +129,13 @@ class Scenario:
             ("recovery_mode", recovery_mode),
             ("keep", keep),
             ("undo_depth", undo_depth),
+            ("long_prefill_threshold", long_prefill_threshold),
+            ("schedule_policy", schedule_policy),
         ):
             if value is not None:
                 config[key] = value
+        if token_budget is not None:  # "none": no limit
+            config["token_budget"] = None if token_budget == "none" else token_budget
         if no_fast_paths:
             config["fast_paths"] = False
         if batch_budget is not None and config.get("cost_curve"):

@@ -57,6 +57,7 @@ class Request:
     priority: int = 0  # the priority policy admits smaller values first
     arrival: int = 0  # submission order (ties of the priority policy)
     waiting_for: str | None = None  # why the last round did not run it (None: it ran)
+    needs_blocks: int = 0  # free blocks it waits for (deferred for space), 0 once it has them
     hashed: int = 0  # leading blocks whose prefix hash is set
     # The models' identities its KV and generated tokens came from (None: nothing computed).
     identities: dict[str, str] | None = None

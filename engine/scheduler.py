@@ -172,6 +172,10 @@ class Scheduler:
         # place (in its queue position), or round-robin would admit every queued request in
         # turn, run the pool dry and preempt the newest forever while the oldest starve.
         resident = self.resident()
+        # While an admitted request waits for blocks, nobody new is admitted (vLLM schedules no
+        # waiting request in a step that had to preempt): a preempted request readmitted first
+        # would take back the cached blocks the waiting one needs, over and over.
+        short = self._short_of_space()
         taken = 0
         for request in self._ordered():
             if taken == cap:
@@ -180,7 +184,7 @@ class Scheduler:
                 walked.append((request, "skip"))
                 continue
             if request.status != Status.RUNNING:
-                if resident >= self.config.max_active:
+                if resident >= self.config.max_active or short:
                     walked.append((request, "wait"))
                     continue
                 resident += 1
@@ -195,10 +199,13 @@ class Scheduler:
         cfg = self.config
         left = UNBOUNDED if cfg.token_budget is None else cfg.token_budget
         walked = self._walk()
+        short = self._short_of_space()
         for request, decision in walked:
             if decision == "wait":
                 request.waiting_for = (
-                    f"a place: max_active={cfg.max_active} requests hold KV ({self._rule()})"
+                    f"{short.request_id}, which waits for {counted(short.needs_blocks, 'block')}"
+                    if short
+                    else f"a place: max_active={cfg.max_active} requests hold KV ({self._rule()})"
                 )
         ready = [r for r, decision in walked if decision == "run"]
         running = [r for r in ready if r.admitted]
@@ -247,6 +254,14 @@ class Scheduler:
         request.waiting_for = why
         if request.admitted:
             self.log.emit("deferred", request.request_id, reason=why)
+
+    def _short_of_space(self) -> Request | None:
+        """The first admitted request that waits for free blocks, if any."""
+        for request_id in self.queue:
+            request = self.requests[request_id]
+            if request.needs_blocks and request.admitted:
+                return request
+        return None
 
     def _rule(self) -> str:
         return RULES[self.config.schedule_policy]
@@ -368,10 +383,11 @@ class Scheduler:
             least = plan.stop if plan.stop is not None else len(request.tokens)
             main, _ = blocks.blocks_needed(request, copies, least)
             if main > free:
-                if not self._make_room(main, reserved):
+                if not self._make_room(main, reserved, request):
                     if request.admitted:  # not preempted itself: wait at the front of the queue
                         self.queue.appendleft(request.request_id)
                         request.waiting_for = f"{counted(main, 'free block')}"
+                        request.needs_blocks = main
                         self.log.emit(
                             "deferred",
                             request.request_id,
@@ -386,6 +402,7 @@ class Scheduler:
                 plan.selected.pop()  # the deepest, most recently ranked node: still prefix-closed
                 count, shared = blocks.blocks_needed(request, copies, self._stop(plan))
         blocks.take(request, count, shared)
+        request.needs_blocks = 0
         return True
 
     def _stop(self, plan: Scheduled) -> int:
@@ -394,7 +411,7 @@ class Scheduler:
             return plan.stop
         return len(plan.request.tokens) + len(plan.selected)
 
-    def _make_room(self, count: int, reserved: set[int]) -> bool:
+    def _make_room(self, count: int, reserved: set[int], needer: Request) -> bool:
         """True if `count` blocks are free now; else free space for the next round."""
         if count <= self.blocks.free_count():
             return True
@@ -411,18 +428,18 @@ class Scheduler:
             ]
             if victims:
                 victim, rule = preemption_victim(self.config.schedule_policy, victims)
-                self._preempt(victim, count, rule)
+                self._preempt(victim, count, rule, offer=victim is not needer)
         return False
 
-    def _preempt(self, request: Request, wanted: int, rule: str) -> None:
-        """The victim offers what it computed to the cache and gives its blocks back; cached
-        blocks stay only while the space is not needed (vLLM keeps them in its free queue)."""
+    def _preempt(self, request: Request, wanted: int, rule: str, *, offer: bool) -> None:
+        """The victim offers what it computed to the cache and gives its blocks back. The cache
+        keeps them until the space is needed (least recently used entries go first), as vLLM's
+        free queue keeps a preempted request's cached blocks until they are reused. A request
+        that gives up its own blocks for itself offers nothing: they would stay pinned."""
         lost = min(request.cursor("target"))
-        self.prefixes.publish(request, self.now)
+        if offer:
+            self.prefixes.publish(request, self.now)
         freed = self.blocks.release_all(request, rewritten=True)
-        missing = wanted - self.blocks.free_count()
-        if missing > 0:
-            self.prefixes.evict_for(missing)
         kept = self.prefixes.cached_length(tuple(request.tokens[:-1]), self.now)
         self.log.emit(
             "preempt",
@@ -435,6 +452,7 @@ class Scheduler:
         )
         request.cursors = {}
         request.admitted = 0
+        request.needs_blocks = 0
         request.restore = None  # it holds no rows: the next admission restores afresh
         request.status = Status.QUEUED
         request.preemptions += 1

@@ -12,6 +12,7 @@ from typing import Any
 from .blocks import BlockManager
 from .config import EngineConfig
 from .history import History
+from .metrics import Observer
 from .model import TinyModel
 from .prefixes import Prefixes
 from .request import Request, Status
@@ -23,6 +24,8 @@ def _short(digest: str | None) -> str | None:
 
 
 class Views:
+    observer: Observer  # the engine sets it: the trace's metrics
+
     def __init__(
         self,
         config: EngineConfig,
@@ -51,7 +54,7 @@ class Views:
         # Between rounds every unfinished request is in the queue (a round takes its batch out).
         return [self.requests[i].table for i in self.queue]
 
-    def metrics(self) -> dict[str, dict[str, int]]:
+    def metrics(self) -> dict[str, dict[str, Any]]:
         cache_only = self.prefixes.blocks_only_cached(self._unfinished_tables())
         counts = self.blocks.counts(cache_only)
         c = self.counters
@@ -92,6 +95,11 @@ class Views:
                 "evictions": c["evictions"],
                 "rolled_back_positions": c["rolled_back_positions"],
             },
+            "serving": self.observer.serving(
+                synthetic=self.config.synthetic_clock,
+                held_blocks=counts.held,
+                total_blocks=counts.total,
+            ),
         }
 
     def snapshot(self, tick: int, now: float) -> dict[str, Any]:
@@ -191,6 +199,27 @@ class Views:
             )
         return blocks
 
+    def _schedule_state(self, request: Request) -> dict[str, Any]:
+        """What the scheduler is doing with the request, in words a person reads: queued,
+        prefilling (with progress), decoding, waiting (with what for), preempted, finished."""
+        computed = request.cursor("target")[1] if request.table else 0
+        total = len(request.tokens)
+        if request.finished:
+            state = "finished"
+        elif not request.admitted:
+            state = "preempted" if request.preemptions else "queued"
+        elif request.waiting_for is not None:
+            state = "waiting"
+        else:
+            state = "prefilling" if total - computed > 1 else "decoding"
+        return {
+            "state": state,
+            "waiting_for": None if request.finished else request.waiting_for,
+            "computed_positions": computed,
+            "prefill_total": total,
+            "priority": request.priority,
+        }
+
     def _build(
         self, request: Request, tick: int, states: dict[int, str], refcounts: list[int]
     ) -> dict[str, Any]:
@@ -208,12 +237,14 @@ class Views:
             "eos_id": request.eos_id,
             "pending_token": request.tokens[-1],
             "committed_positions": cursor,
+            **self._schedule_state(request),
             # Stored positions the pending token's local attention reads (it sees itself too).
             "window": [max(0, cursor - self.models["target"].window + 1), cursor],
             "restore": request.restore,
             "accepted": request.accepted,
             "proposed": request.proposed,
             "preemptions": request.preemptions,
+            "timing": self.observer.timing(request.request_id),
             "blocks": self._blocks(request, states, refcounts),
             "dropped_blocks": list(commit["dropped_blocks"]) if this_round and commit else [],
             "last_commit": commit,
