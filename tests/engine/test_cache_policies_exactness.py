@@ -128,8 +128,8 @@ FOUND = {
         ("rollback", 4, 2), ("interrupt", "draft forward", 2), ("undo",), ("step",),
         ("undo",),
     ],
-    # A block the latest round dropped, retained for history the step trimmed, is free
-    # after the undo (shown "dropped", as before the step it would have been once free).
+    # A block the latest round dropped, retained for history the step trimmed, is free after
+    # the undo: the free queue comes back with it at its tail, the rest exactly.
     "dropped and retained": [
         ("submit", [0], 4, None), ("rollback", 0, 1), ("step",), ("step",),
         ("submit", [0], 0, None), ("submit", [0], 0, None), ("step",), ("undo",),
