@@ -44,8 +44,7 @@ def commit(
     cursor = len(request.tokens) - 1 if new_tokens else n
     request.cursors["target"] = [cursor, cursor]
     drafter.keep(verified.plan.proposal, decision.path, cursor)
-    accepted = len(decision.path)
-    rolled_back = verified_nodes - accepted
+    accepted, rolled_back = len(decision.path), verified_nodes - len(decision.path)
     _count(counters, verified, accepted, len(new_tokens))
     request.accepted += accepted
     request.confidences = [tree.path_probs[i] for i in verified.selected]
@@ -56,6 +55,7 @@ def commit(
     dropped = blocks.drop_after(request, cursor)
     blocks.seal(request, consumer, cursor)
     blocks.hash_full_blocks(request, cursor, cache_key)
+    blocks.cache_full_blocks(request)
     request.last_commit = {
         "round": tick,
         "tokens": new_tokens,
@@ -104,6 +104,7 @@ def commit_chunk(
     request.cursors["target"] = [max(encoder, stop), stop]
     blocks.seal(request, consumer, stop)
     blocks.hash_full_blocks(request, stop, cache_key)
+    blocks.cache_full_blocks(request)
     _count_rows(counters, verified)
     log.emit("prefill", request.request_id, start=consumer, stop=stop, total=len(request.tokens))
 

@@ -16,6 +16,7 @@ from .speculation.budget import validate_cost_curve
 # Positions one pool may hold: far beyond any use here (at width 32 a position's target rows
 # take 3.3 KB, so this many would need 55 GB).
 MAX_POOL_POSITIONS = 2**24
+CACHE_POLICIES = ("ttl", "blocks", "radix")
 # fcfs: arrival order; priority: smaller `priority` first (vLLM); lpm: longest cached prefix
 # first (SGLang's cache-aware policy).
 SCHEDULE_POLICIES = ("fcfs", "priority", "lpm")
@@ -26,6 +27,16 @@ def _check_int(name: str, value: object, minimum: int) -> int:
         qualifier = "positive" if minimum == 1 else f">= {minimum}"
         raise ValueError(f"{name} must be a {qualifier} integer, got {value!r}")
     return int(value)
+
+
+def _check_cache_policy(policy: object, recovery_mode: str) -> None:
+    if not isinstance(policy, str) or policy not in CACHE_POLICIES:
+        raise ValueError(f"unknown cache_policy {policy!r}; use one of {', '.join(CACHE_POLICIES)}")
+    if policy != "ttl" and recovery_mode != "exact":
+        # Their blocks are reused at any block boundary: only exact rows allow that.
+        raise ValueError(
+            f"cache_policy {policy!r} needs recovery_mode 'exact', got {recovery_mode!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,11 @@ class EngineConfig:
     recovery_mode: str = "exact"
     keep: int = 8  # bounded recovery: positions local attention sees after a restore
     cost_curve: tuple[tuple[int, float], ...] | None = None  # synthetic (graph size, cost)
-    cache_capacity: int = 64  # prefix-cache entries
+    cache_capacity: int = 64  # prefix-cache entries (ttl policy)
+    # "ttl" (hot/warm entries with lifetimes), "blocks" (vLLM's automatic prefix caching:
+    # block hashes and an LRU free queue) or "radix" (SGLang's radix tree); see
+    # docs/cache-policies.md.
+    cache_policy: str = "ttl"
     undo_depth: int = 64  # rounds that undo() can rewind
     # The model's speed tricks (chain path, length groups, chunking, padded contexts, work
     # buffers); False runs the plain tree-masked forward alone, for reading and stepping.
@@ -121,6 +136,7 @@ class EngineConfig:
                 f"use one of {', '.join(RECOVERY_MODES)}"
             )
         check_acceptance(self.draft_acceptance, self.draft_branching)
+        _check_cache_policy(self.cache_policy, self.recovery_mode)
         curve = None
         if self.cost_curve is not None:
             curve = validate_cost_curve(self.cost_curve, self.max_batch_tokens) or None

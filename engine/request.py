@@ -122,6 +122,9 @@ EventKind = Literal[
     "commit",
     "publish",
     "evict",
+    "block_cached",  # the "blocks" cache policy
+    "block_evicted",
+    "insert",  # the "radix" cache policy
     "finished",
     "rollback",
     "step_aborted",

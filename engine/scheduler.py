@@ -289,8 +289,8 @@ class Scheduler:
         request.fresh = True
         found = self.prefixes.lookup(tuple(request.tokens[:-1]), now)
         reused = found.reused
-        if found.entry is not None:
-            self.blocks.attach(request, found.entry.blocks[: -(-reused // cfg.block_size)])
+        if found.blocks:
+            self.prefixes.attach(request, found)
             if request.identities is None:  # its rows now come from these weights
                 request.identities = self.prefixes.identities()
         consumer = reused if found.cache == "hot" else 0
@@ -316,6 +316,8 @@ class Scheduler:
             "recovery_mode": cfg.recovery_mode,
             "reason": found.reason,
         }
+        if cfg.cache_policy != "ttl":  # which blocks hit (ttl restores name their entry)
+            request.restore["hit_blocks"] = list(found.blocks)
         self.log.emit("restore", request.request_id, **request.restore)
 
     # -- the verification budget and pool space ---------------------------------------------

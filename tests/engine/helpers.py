@@ -14,6 +14,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from engine import Engine, Generation, Result, SamplingParams, TinyModel, sample_generate
+from tests.engine.policy_checks import cache_holdings, check_cache_policy
 
 TOLERANCE = 1e-10
 FREE_STATES = ("free", "dropped")  # "dropped" = free, released during the latest round
@@ -235,12 +236,14 @@ def check_block_invariants(engine: Engine) -> dict[str, Any]:
         holders.update(ids)
         request_held.update(ids)
     cache_held: set[int] = set()
-    for entry in snapshot["cache"]:
+    for entry in cache_holdings(snapshot):
         assert len(entry["blocks"]) == -(-len(entry["tokens"]) // size), entry
-        # The state follows the clock; an expired entry holds its blocks until the next round.
-        now = snapshot["clock"]
-        live = "hot" if now < entry["hot_until"] else "warm"
-        assert entry["state"] == ("expired" if now >= entry["warm_until"] else live), entry
+        if "state" in entry:  # a ttl entry
+            # The state follows the clock; an expired entry holds its blocks until the next
+            # round.
+            now = snapshot["clock"]
+            live = "hot" if now < entry["hot_until"] else "warm"
+            assert entry["state"] == ("expired" if now >= entry["warm_until"] else live), entry
         holders.update(entry["blocks"])
         cache_held.update(entry["blocks"])
         for position, token in enumerate(entry["tokens"]):
@@ -298,6 +301,7 @@ def check_block_invariants(engine: Engine) -> dict[str, Any]:
     assert 0 <= undo["available"] <= max(undo["depth"], 0), undo
     assert undo["available"] == engine.undo_available
     assert snapshot["idle"] == engine.idle == (not queue)
+    check_cache_policy(snapshot)
     return snapshot
 
 
@@ -330,5 +334,6 @@ def strip_clock(snapshot: dict[str, Any]) -> dict[str, Any]:
     """A snapshot without the fields that follow the wall clock rather than engine state."""
     copy = dict(snapshot)
     copy.pop("clock", None)
-    copy["cache"] = [{k: v for k, v in e.items() if k != "state"} for e in snapshot["cache"]]
+    if isinstance(snapshot["cache"], list):  # ttl entries (a radix tree has no clock)
+        copy["cache"] = [{k: v for k, v in e.items() if k != "state"} for e in snapshot["cache"]]
     return copy
