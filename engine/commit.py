@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .blocks import BlockManager
-from .request import EventLog
+from .request import EventLog, Request
 from .runner import Verified
 from .speculation.acceptance import accept
 from .speculation.drafter import Drafter
@@ -66,21 +66,27 @@ def commit(
         "dropped_blocks": dropped,
         "speculative_positions": list(range(n, n + verified_nodes)),
     }
-    prompt_rows = len(verified.item.tokens) - verified_nodes
-    if prompt_rows > 1:  # this round ended a prefill: its last chunk
-        log.emit("prefill", request.request_id, start=consumer, stop=n, total=n)
-    log.emit("verify", request.request_id, nodes=tree_view["nodes"])
+    _emit(log, verified, consumer, n, tree_view["nodes"], request.last_commit)
+    return new_tokens, remaining <= len(new_tokens)
+
+
+def _emit(log: EventLog, verified: Verified, start: int, n: int, nodes: list, commit: dict) -> None:
+    """The round's events for one request: the end of its prefill (if it had one), the
+    verification and the commit."""
+    request_id = verified.request.request_id
+    if len(verified.item.tokens) - commit["verified"] > 1:  # this round ended a prefill
+        log.emit("prefill", request_id, start=start, stop=n, total=n)
+    log.emit("verify", request_id, nodes=nodes)
     log.emit(
         "commit",
-        request.request_id,
-        tokens=new_tokens,
-        accepted=accepted,
-        verified=verified_nodes,
-        outcome=decision.kind,
-        rolled_back_positions=rolled_back,
-        freed_blocks=dropped,
+        request_id,
+        tokens=commit["tokens"],
+        accepted=commit["accepted"],
+        verified=commit["verified"],
+        outcome=commit["outcome"],
+        rolled_back_positions=commit["rolled_back_positions"],
+        freed_blocks=commit["dropped_blocks"],
     )
-    return new_tokens, remaining <= len(new_tokens)
 
 
 def _move_accepted_rows(blocks: BlockManager, verified: Verified, path: list[int]) -> None:
@@ -126,3 +132,18 @@ def _count(counters: dict[str, int], verified: Verified, accepted: int, committe
     counters["verified"] += len(verified.selected)
     counters["committed_tokens"] += committed
     counters["rolled_back_positions"] += len(verified.selected) - accepted
+
+
+def roll_back(
+    request: Request, count: int, blocks: BlockManager, counters: dict[str, int]
+) -> list[int]:
+    """Undo a request's last `count` committed tokens: its rows and blocks return to the
+    shorter prefix; returns the blocks freed."""
+    # A new list: undo checkpoints share the old one (see Checkpoint.lengths).
+    request.tokens = request.tokens[: len(request.tokens) - count]
+    # "committed" counts the tokens requests hold now (the header shows it): these left.
+    counters["committed_tokens"] -= count
+    freed = blocks.truncate(request, len(request.tokens) - 1)
+    request.tree = None
+    request.last_commit = None
+    return freed

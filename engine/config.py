@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import RECOVERY_MODES, is_integer, is_number
+from .model import RECOVERY_MODES, TinyModel, is_integer, is_number
 from .speculation.acceptance import check_acceptance
 from .speculation.budget import validate_cost_curve
 
@@ -194,3 +194,26 @@ class RequestError(RuntimeError):
         self.results = results
         failed = [f"{r.request_id}: {r.error}" for r in results if r.finish_reason == "error"]
         super().__init__("requests failed: " + "; ".join(failed))
+
+
+def checked_models(
+    target: TinyModel | None, draft: TinyModel | None, config: EngineConfig | None
+) -> tuple[TinyModel, EngineConfig]:
+    """The engine's target (a default one if None) and config, checked with the draft."""
+    target = target if target is not None else TinyModel()
+    if not isinstance(target, TinyModel):
+        raise ValueError(f"target must be a TinyModel, got {type(target).__name__}")
+    if draft is not None and not isinstance(draft, TinyModel):
+        raise ValueError(
+            f"draft must be a TinyModel or an NgramDrafter, got {type(draft).__name__}"
+        )
+    config = config if config is not None else EngineConfig()
+    if not isinstance(config, EngineConfig):
+        raise ValueError("config must be an EngineConfig")
+    if draft is not None and draft.vocab_size != target.vocab_size:
+        raise ValueError("target and draft must share a vocabulary")
+    if config.recovery_mode != "exact":
+        for model in (target, draft):
+            if model is not None and model.window > config.keep:
+                raise ValueError(f"keep={config.keep} must cover the local window ({model.window})")
+    return target, config

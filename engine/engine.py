@@ -14,45 +14,23 @@ from typing import Any
 
 from .blocks import BlockManager
 from .clock import Clock
-from .commit import commit, commit_chunk
-from .config import EngineConfig, RequestError, Result
+from .commit import commit, commit_chunk, roll_back
+from .config import EngineConfig, RequestError, Result, checked_models
 from .history import Checkpoint, History
 from .kv import BlockPool, pool_blocks
-from .metrics import Observer, synthetic_cost
+from .metrics import Observer
 from .model import State, TinyModel, is_integer
 from .prefixes import Prefixes
 from .request import COUNTERS, Event, EventLog, Request, new_request, shown
 from .rows import FinishedRows
 from .runner import Runner, Verified
 from .sampling import SamplingParams
-from .scheduler import Scheduled, Scheduler
+from .scheduler import Scheduler
 from .speculation.drafter import drafter_for
 from .speculation.ngram import NgramDrafter
 from .views import Views
 
 _ENGINE_SERIALS = itertools.count()
-
-
-def _checked_models(
-    target: TinyModel | None, draft: TinyModel | None, config: EngineConfig | None
-) -> tuple[TinyModel, EngineConfig]:
-    target = target if target is not None else TinyModel()
-    if not isinstance(target, TinyModel):
-        raise ValueError(f"target must be a TinyModel, got {type(target).__name__}")
-    if draft is not None and not isinstance(draft, TinyModel):
-        raise ValueError(
-            f"draft must be a TinyModel or an NgramDrafter, got {type(draft).__name__}"
-        )
-    config = config if config is not None else EngineConfig()
-    if not isinstance(config, EngineConfig):
-        raise ValueError("config must be an EngineConfig")
-    if draft is not None and draft.vocab_size != target.vocab_size:
-        raise ValueError("target and draft must share a vocabulary")
-    if config.recovery_mode != "exact":
-        for model in (target, draft):
-            if model is not None and model.window > config.keep:
-                raise ValueError(f"keep={config.keep} must cover the local window ({model.window})")
-    return target, config
 
 
 class Engine:
@@ -69,10 +47,9 @@ class Engine:
         # A draft is a model (its forwards propose) or a drafter that runs none (n-gram).
         proposer = draft if isinstance(draft, NgramDrafter) else None
         draft = None if proposer is not None else draft
-        self.target, self.config = _checked_models(target, draft, config)
+        self.target, self.config = checked_models(target, draft, config)
         self.draft = draft  # the draft model, if any
-        self._clock = Clock(clock)
-        self._synthetic_offset = 0.0  # seconds the synthetic clock added (see metrics.py)
+        self._clock = Clock(clock)  # with the seconds a synthetic clock added (metrics.py)
         # An early-exit draft computes exactly the target's rows for committed positions, so it
         # reads the target's KV; any other draft keeps its own rows in the same blocks.
         self.draft_reads_target = draft is not None and draft.is_early_exit_of(self.target)
@@ -132,7 +109,7 @@ class Engine:
 
     def now(self) -> float:
         """The injected clock's reading, plus what the synthetic clock added (if it is on)."""
-        return self._clock.read() + self._synthetic_offset
+        return self._clock.read()
 
     def submit(
         self,
@@ -302,13 +279,7 @@ class Engine:
             if request.finished:  # reopened as a copy: the history shares the finished one
                 request = self.scheduler.reopen(request)
                 self.views.forget(request_id)  # the view would keep the old object
-            # A new list: undo checkpoints share the old one (see Checkpoint.lengths).
-            request.tokens = request.tokens[: len(request.tokens) - count]
-            # "committed" counts the tokens requests hold now (the header shows it): these left.
-            self.counters["committed_tokens"] -= count
-            freed = self.blocks.truncate(request, len(request.tokens) - 1)
-            request.tree = None
-            request.last_commit = None
+            freed = roll_back(request, count, self.blocks, self.counters)
         self.log.emit("rollback", request_id, removed=removed, freed_blocks=freed)
         return removed
 
@@ -323,7 +294,7 @@ class Engine:
         undone = self.trace[checkpoint.trace_length :]
         self.history.load(checkpoint)
         self.history.after_rewind()
-        self._synthetic_offset = self.observer.synthetic_offset()
+        self._clock.offset = self.observer.synthetic_offset()
         return undone
 
     # -- one round --------------------------------------------------------------------------
@@ -352,7 +323,7 @@ class Engine:
                 self.history.load(checkpoint)
             self.history.put_back(history, wrote=self.blocks.writes != writes)
             self.history.after_rewind()
-            self._synthetic_offset = self.observer.synthetic_offset()
+            self._clock.offset = self.observer.synthetic_offset()
             self.log.emit("step_aborted", None, error_type=type(failure).__name__)
             raise
         return events
@@ -377,42 +348,14 @@ class Engine:
         if not plans:
             return
         schedule = len(self.trace)
-        self._emit_schedule(plans, now)
+        self.scheduler.emit_schedule(plans, now)
         context = drafted.context_for([each.proposal for each in plans])
         verified = self.runner.verify(plans, context, self._fail)  # verify
         self.counters["target_forwards"] += 1
         for each in verified:
             self._commit(each, now)  # commit and finish
         if self.config.synthetic_clock:  # the round took its batch's cost on the synthetic clock
-            self._synthetic_offset += self.trace[schedule]["synthetic_seconds"]
-
-    def _emit_schedule(self, plans: list[Scheduled], now: float) -> None:
-        """What the round computes, request by request, against the token budget."""
-        parts = []
-        for each in plans:
-            request = each.request
-            stop = len(request.tokens) if each.stop is None else each.stop
-            rows = stop - request.cursor("target")[1]
-            prefill = rows if rows > 1 else 0
-            parts.append(
-                {
-                    "request_id": request.request_id,
-                    "prefill": prefill,
-                    "decode": rows - prefill,
-                    "draft": len(each.selected),
-                }
-            )
-        rows = sum(p["prefill"] + p["decode"] + p["draft"] for p in parts)
-        cost = {"synthetic_seconds": synthetic_cost(rows, self.config.cost_curve)}
-        self.log.emit(
-            "schedule",
-            None,
-            budget=self.config.token_budget,
-            rows=rows,
-            requests=parts,
-            clock=now,
-            **(cost if self.config.synthetic_clock else {}),
-        )
+            self._clock.offset += self.trace[schedule]["synthetic_seconds"]
 
     def _commit(self, verified: Verified, now: float) -> None:
         """Commit one request's tokens (or its prefill chunk), publish a new prefix, finish

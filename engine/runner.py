@@ -13,9 +13,9 @@ from .blocks import BlockManager
 from .config import EngineConfig
 from .model import State, TinyModel
 from .request import Request
+from .reservation import Scheduled
 from .rows import BatchContext, RowBatchItem, Rows, Stored
 from .sampling import TARGET_STREAM, distributions, noise_rows, race
-from .scheduler import Scheduled
 from .speculation.acceptance import sampled_choices
 from .speculation.tree import ROOT, DraftTree
 
