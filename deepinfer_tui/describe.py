@@ -30,6 +30,13 @@ def format_blocks(values: Iterable[int]) -> str:
     return " ".join(f"#{first}" if first == last else f"#{first}-#{last}" for first, last in runs)
 
 
+def ttl_cache_entries(snapshot: Any) -> list[Any]:
+    """The ttl cache's entries of a snapshot; none under the blocks and radix policies, whose
+    `cache` is the policy's own view (the radix tree), not a list of entries."""
+    cache = snapshot.get("cache", [])
+    return cache if isinstance(cache, list) else []
+
+
 def describe(event: Event) -> str:
     """The event as one line: its tick and request, then what its kind's formatter says (an
     unknown kind: just the kind)."""
@@ -107,6 +114,22 @@ def _preempt(event: Event) -> str:
     )
 
 
+def _block_cached(event: Event) -> str:
+    where = f"block {event['index']} of its table"
+    return f"cached block #{event['block']} ({where}, hash {event['hash']})"
+
+
+def _block_evicted(event: Event) -> str:
+    return (
+        f"evicted cached block #{event['block']} (hash {event['hash']}): reused from the free queue"
+    )
+
+
+def _insert(event: Event) -> str:
+    blocks = format_blocks(event["blocks"]) if event.get("blocks") else "no new blocks"
+    return f"insert {plural(event['positions'], 'position')} into the radix tree ({blocks})"
+
+
 def _schedule(event: Event) -> str:
     budget = event.get("budget")
     parts = []
@@ -149,6 +172,9 @@ _FORMATTERS: dict[str, Callable[[Event], str]] = {
     "draft": _draft,
     "budget": _budget,
     "schedule": _schedule,
+    "block_cached": _block_cached,
+    "block_evicted": _block_evicted,
+    "insert": _insert,
     "prefill": _prefill,
     "verify": _verify,
     "commit": _commit,

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from .describe import describe, format_blocks, format_tokens, plural
+from .describe import describe, format_blocks, format_tokens, plural, ttl_cache_entries
 from .legend import BLOCK_MARKS, VERDICT_MARKS, Mark, pool_legend, status_mark
 
 
@@ -272,12 +272,12 @@ def request_section(request: dict[str, Any]) -> Panel:
 
 
 def cache_table(snapshot: dict[str, Any]) -> RenderableType:
-    if not snapshot["cache"]:
+    if not ttl_cache_entries(snapshot):
         return Text("prefix cache: empty", "italic")
     table = Table(title="Prefix cache", title_justify="left")
     for column in ("tokens", "blocks", "state", "hot until", "warm until"):
         table.add_column(column)
-    for entry in snapshot["cache"]:
+    for entry in ttl_cache_entries(snapshot):
         table.add_row(
             format_tokens(entry["tokens"]),
             format_blocks(entry["blocks"]),

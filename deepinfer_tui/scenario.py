@@ -115,6 +115,7 @@ class Scenario:
         token_budget: int | str | None = None,
         long_prefill_threshold: int | None = None,
         schedule_policy: str | None = None,
+        cache_policy: str | None = None,
         greedy: bool = False,
         no_fast_paths: bool = False,
     ) -> Scenario:
@@ -131,6 +132,7 @@ class Scenario:
             ("undo_depth", undo_depth),
             ("long_prefill_threshold", long_prefill_threshold),
             ("schedule_policy", schedule_policy),
+            ("cache_policy", cache_policy),
         ):
             if value is not None:
                 config[key] = value

@@ -15,6 +15,7 @@ from typing import Any, overload
 
 from engine import Engine
 
+from .describe import ttl_cache_entries
 from .scenario import Scenario, ScenarioEvent
 
 Event = dict[str, Any]
@@ -241,7 +242,7 @@ class Session:
         now = self.clock.now
         times = [
             t
-            for entry in self.engine.snapshot()["cache"]
+            for entry in ttl_cache_entries(self.engine.snapshot())
             for t in (entry["hot_until"], entry["warm_until"])
             if t > now
         ]

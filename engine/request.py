@@ -116,6 +116,8 @@ EventKind = Literal[
     "restore",
     "draft",
     "budget",
+    "schedule",  # the round's rows per request, against the token budget
+    "prefill",  # a prompt chunk
     "deferred",
     "preempt",
     "verify",

@@ -132,6 +132,7 @@ _ENGINE_FLAGS = (
 )
 ENGINE_SETTINGS = [flag.replace("-", "_") for flag, *_ in _ENGINE_FLAGS] + [
     "schedule_policy",
+    "cache_policy",
     "recovery_mode",
     "greedy",
     "no_fast_paths",
@@ -149,6 +150,12 @@ def add_engine_options(parser: argparse.ArgumentParser, prefix: str = "") -> Non
         choices=("fcfs", "priority", "lpm"),
         dest=f"{prefix}schedule_policy",
         help="admission order: fcfs (arrival, default), priority, lpm (longest cached prefix)",
+    )
+    group.add_argument(
+        "--cache-policy",
+        choices=("ttl", "blocks", "radix"),
+        dest=f"{prefix}cache_policy",
+        help="prefix cache: ttl (hot/warm entries, default), blocks (vLLM), radix (SGLang)",
     )
     group.add_argument(
         "--recovery-mode",

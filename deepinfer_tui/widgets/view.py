@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ..describe import ttl_cache_entries
+
 Event = Mapping[str, Any]
 RequestView = Mapping[str, Any]
 
@@ -80,6 +82,6 @@ class View:
         sequence = list(request.get("prompt", [])) + list(request.get("generated", []))
         return [
             entry
-            for entry in self.snapshot.get("cache", [])
+            for entry in ttl_cache_entries(self.snapshot)
             if entry["tokens"] and sequence[: len(entry["tokens"])] == list(entry["tokens"])
         ]
