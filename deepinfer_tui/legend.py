@@ -69,16 +69,30 @@ def status_mark(request: Mapping[str, Any]) -> Mark:
     return STATUS_MARKS.get(str(status), STATUS_MARKS["queued"])
 
 
-def pool_legend() -> Text:
-    """One wrapped line explaining the whole-pool strip."""
-    text = Text()
+def pool_legend_entries() -> list[Text]:
+    """The whole-pool strip's legend, one entry (symbol and word) each."""
+    entries = []
     for name, mark in BLOCK_MARKS.items():
-        if text:
-            text.append("  ")
-        text.append(mark.symbol, style=mark.style)
-        text.append(f" {name}")
-    text.append("  ‹n› window", style="underline")
-    return text
+        entry = Text(mark.symbol, style=mark.style)
+        entry.append(f" {name}", style="")
+        entries.append(entry)
+    entries.append(Text("‹n› window", style="underline"))
+    return entries
+
+
+def pool_legend(width: int | None = None) -> Text:
+    """The pool strip's legend; with a `width`, entries are packed into lines that fit it, so
+    no entry is split between two lines (a symbol on one, its word on the next)."""
+    lines: list[Text] = [Text()]
+    for entry in pool_legend_entries():
+        line = lines[-1]
+        if line and width is not None and line.cell_len + 2 + entry.cell_len > width:
+            line = Text()
+            lines.append(line)
+        if line:
+            line.append("  ")
+        line.append_text(entry)
+    return Text("\n").join(lines)
 
 
 def full_legend() -> Text:

@@ -190,7 +190,6 @@ class BlockMap(ScrollView, can_focus=True):
         self._header = ""
         self._glyphs: tuple[Glyph, ...] = ()
         self._layout: _Layout | None = None
-        self._legend = pool_legend()
         # Rendered lines by content, width and style: most of them are unchanged each round.
         self._strips: LRUCache[Hashable, list[Strip]] = LRUCache(1024)
 
@@ -253,7 +252,7 @@ class BlockMap(ScrollView, can_focus=True):
                 ],
                 header=self._text_strips(Text(self._header, style="bold"), width, style),
                 glyph_rows=glyph_rows(len(self._glyphs), width),
-                legend=self._text_strips(self._legend, width, legend_style),
+                legend=self._text_strips(pool_legend(width), width, legend_style),
             )
         return self._layout
 

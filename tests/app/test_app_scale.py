@@ -1,0 +1,36 @@
+"""What a newcomer tripped over at small and large sizes (issue 26): legends, cut values,
+screenshots, the add form, quitting with unsaved history, very large blocks."""
+
+from __future__ import annotations
+
+from textual.geometry import Region
+from textual.widget import Widget
+
+from deepinfer_tui.legend import BLOCK_MARKS
+from deepinfer_tui.widgets import BlockMap
+from tests.app.helpers import make_app
+
+NARROW = (60, 20)
+
+
+def drawn(widget: Widget) -> list[str]:
+    """The widget's lines as drawn, border included, trailing spaces dropped."""
+    size = widget.outer_size
+    return [strip.text.rstrip() for strip in widget.render_lines(Region(0, 0, *size))]
+
+
+async def test_no_legend_entry_is_split_between_two_lines() -> None:
+    app = make_app()
+    for width in (60, 67, 74, 81):
+        async with app.run_test(size=(width, 40)) as pilot:
+            blocks = app.query_one(BlockMap)
+            lines = []
+            for row in range(blocks.max_scroll_y + 1):  # every row, a screenful at a time
+                blocks.scroll_y = row
+                await pilot.pause()
+                lines += drawn(blocks)
+            for name, mark in BLOCK_MARKS.items():
+                entry = f"{mark.symbol} {name}"
+                assert any(entry in line for line in lines), (width, entry, lines)
+            assert any("‹n› window" in line for line in lines), (width, lines)
+        app = make_app()
