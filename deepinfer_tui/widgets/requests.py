@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -19,18 +19,28 @@ from .render.quiet import RefreshesHeld, refresh_rows
 from .render.row_order import StableRowOrder
 from .view import View
 
-# (key, header) in display order.
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("id", "request"),
-    ("state", "state"),
-    ("cache", "cache"),
-    ("tokens", "out/max"),
-    ("drafts", "acc/prop"),
-    ("blocks", "blk"),
-    ("finish", "finish"),
+
+class Column(NamedTuple):
+    key: str
+    header: str
+    # Columns a narrow pane leaves out, lowest first (0: always shown): a column is shown
+    # whole or not at all, so no value is ever cut.
+    drop: int = 0
+
+
+# In display order. A new column is one more entry here and one more cell in request_cells.
+COLUMNS: tuple[Column, ...] = (
+    Column("id", "request"),
+    Column("state", "state"),
+    Column("cache", "cache", drop=4),
+    Column("tokens", "out/max", drop=5),
+    Column("drafts", "acc/prop", drop=2),
+    Column("blocks", "blk", drop=3),
+    Column("finish", "finish", drop=1),  # the state's mark already tells ✓ from ✗
 )
 
 Cell = tuple[str, str]  # (text, style): compared to skip cells that did not change
+CELL_PADDING = 2  # DataTable's cell padding, both sides together
 
 
 def request_cells(request: Mapping[str, Any]) -> tuple[Cell, ...]:
@@ -77,10 +87,57 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
         # update widths, so ask only when a cell outgrows it (keeps 64-row refreshes cheap).
         self._widths: dict[str, int] = {}
 
+        self._columns: tuple[int, ...] = ()  # indexes into COLUMNS of the columns shown
+        self._view: View | None = None
+
     def on_mount(self) -> None:
-        for key, header in COLUMNS:
-            self.add_column(header, key=key)
-            self._widths[key] = cell_len(header)
+        for column in COLUMNS:
+            self._widths[column.key] = cell_len(column.header)
+        self._set_columns(tuple(range(len(COLUMNS))))
+
+    def _set_columns(self, shown: tuple[int, ...]) -> None:
+        """Show these columns (rows are added again by the next show())."""
+        self.clear(columns=True)
+        self._shown.clear()
+        self._drawn_from.clear()
+        self._columns = shown
+        for index in shown:
+            self.add_column(COLUMNS[index].header, key=COLUMNS[index].key)
+
+    def _columns_that_fit(self) -> tuple[int, ...]:
+        """Every column if the pane is wide enough, else the ones that fit whole, dropping
+        the lowest first (before the first layout: every column)."""
+        room = self.scrollable_content_region.width
+        shown = list(range(len(COLUMNS)))
+        if room <= 0:
+            return tuple(shown)
+
+        def width() -> int:
+            return sum(self._widths[COLUMNS[i].key] + CELL_PADDING for i in shown)
+
+        for index in sorted(
+            (i for i, c in enumerate(COLUMNS) if c.drop), key=lambda i: COLUMNS[i].drop
+        ):
+            if width() <= room:
+                break
+            shown.remove(index)
+        return tuple(shown)
+
+    def _refit(self) -> bool:
+        """Re-choose the columns for the pane's width; True if they changed (rows redrawn)."""
+        shown = self._columns_that_fit()
+        if shown == self._columns or not self._columns:
+            return False
+        selected = self.selected_id
+        self._set_columns(shown)
+        if self._view is not None:
+            self._show(self._view)
+            if selected is not None:
+                self.select(selected)
+        return True
+
+    def on_resize(self) -> None:
+        self._refit()
 
     @property
     def selected_id(self) -> str | None:
@@ -97,9 +154,12 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
             self.move_cursor(row=self.get_row_index(request_id))
 
     def show(self, view: View) -> None:
+        self._view = view
         # update_cell refreshes the whole table each time: 64 rows x 3 changed cells a round.
         with self.refreshes_held() as wanted:
             changed = self._show(view)
+            if changed is None and self._refit():  # a column grew: does it still fit?
+                changed = None
         repaint, layout = wanted
         if layout:
             self.refresh(layout=True)
@@ -140,19 +200,20 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
             cells = request_cells(request)
             before = self._shown.get(request_id)
             if before is None:
-                self.add_row(*(_text(c) for c in cells), key=request_id)
-                for (column, _), new in zip(COLUMNS, cells):
-                    self._widths[column] = max(self._widths.get(column, 0), cell_len(new[0]))
+                self.add_row(*(_text(cells[i]) for i in self._columns), key=request_id)
+                for column, new in zip(COLUMNS, cells):
+                    self._widths[column.key] = max(self._widths[column.key], cell_len(new[0]))
                 changed = None
             elif before != cells:
-                for (column, _), old, new in zip(COLUMNS, before, cells):
+                for index, (column, old, new) in enumerate(zip(COLUMNS, before, cells)):
                     if old != new:
                         width = cell_len(new[0])
-                        wider = width > self._widths.get(column, 0)
+                        wider = width > self._widths[column.key]
                         if wider:
-                            self._widths[column] = width
+                            self._widths[column.key] = width
                             changed = None
-                        self.update_cell(request_id, column, _text(new), update_width=wider)
+                        if index in self._columns:
+                            self.update_cell(request_id, column.key, _text(new), update_width=wider)
                 if changed is not None:
                     changed.append(request_id)
             self._shown[request_id] = cells

@@ -188,15 +188,19 @@ def _second_line(view: View) -> list[_Piece]:
 
 
 def _fit(pieces: list[_Piece], width: int | None, limit: int | None = None) -> Text:
-    """One header line: in full if it fits `width`, else in its short forms, cut with an
-    ellipsis at `limit` (default: `width`) if need be. A line never wraps, so the header
-    keeps its height."""
+    """One header line: in full if it fits `width`, else in its short forms within `limit`
+    (default: `width`), leaving out whole pieces from the end if need be: a number is shown
+    whole or not at all. A line never wraps, so the header keeps its height."""
     full = _joined(pieces, short=False)
     if width is None or full.cell_len <= width:
         return full
-    short = _joined(pieces, short=True)
     cut = width if limit is None else limit
-    if short.cell_len > cut:
+    kept = list(pieces)
+    short = _joined(kept, short=True)
+    while len(kept) > 1 and short.cell_len > cut:
+        kept.pop()
+        short = _joined(kept, short=True)
+    if short.cell_len > cut:  # only the first piece left, and too wide: a label, cut
         short.truncate(cut, overflow="ellipsis")
     return short
 

@@ -7,7 +7,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 
 from deepinfer_tui.legend import BLOCK_MARKS
-from deepinfer_tui.widgets import BlockMap
+from deepinfer_tui.widgets import BlockMap, RequestTable, StatusBar
 from tests.app.helpers import make_app
 
 NARROW = (60, 20)
@@ -34,3 +34,23 @@ async def test_no_legend_entry_is_split_between_two_lines() -> None:
                 assert any(entry in line for line in lines), (width, entry, lines)
             assert any("‹n› window" in line for line in lines), (width, lines)
         app = make_app()
+
+
+async def test_a_narrow_screen_leaves_out_whole_columns_and_header_pieces() -> None:
+    app = make_app()
+    async with app.run_test(size=NARROW) as pilot:
+        while app.session.can_step():
+            await pilot.press("space")
+        header = drawn(app.query_one(StatusBar))
+        assert not any("…" in line for line in header), header  # no number cut short
+        table = app.query_one(RequestTable)
+        lines = drawn(table)
+        headers = [str(column.label) for column in table.columns.values()]
+        assert " ".join(headers) in " ".join(lines[1].split())  # every shown header whole
+        for request_id in ("request-1", "request-3"):
+            cells = [cell.plain for cell in table.get_row(request_id)]
+            (line,) = [line for line in lines if f" {request_id} " in line]
+            assert all(f" {cell}" in line for cell in cells), (cells, line)
+        assert len(headers) < 7  # this pane is too narrow for all of them
+    async with make_app().run_test(size=(120, 40)) as pilot:
+        assert len(pilot.app.query_one(RequestTable).columns) == 7
