@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from textual.dom import DOMNode
 from textual.notifications import SeverityLevel
+from textual.widgets._toast import ToastRack
 from textual.worker import Worker, WorkerState
 
 from .describe import error_message
@@ -109,6 +110,21 @@ class ExportActions:
             self.exit()
 
     def action_save_screen(self: DebuggerApp) -> None:
+        # The toasts (an earlier "Screenshot saved" among them) are not part of the screen
+        # being debugged: hidden while the screen is captured, after the next repaint.
+        racks = list(self.screen.query(ToastRack))
+        for rack in racks:
+            rack.display = False
+        self.screen.call_after_refresh(self._save_screen, racks)
+
+    def _save_screen(self: DebuggerApp, racks: list[ToastRack]) -> None:
+        try:
+            self._write_screenshot()
+        finally:
+            for rack in racks:
+                rack.display = True
+
+    def _write_screenshot(self: DebuggerApp) -> None:
         snapshot = self.view.snapshot
         scenario = snapshot.get("session", {}).get("scenario", "session")
         stem = free_stem(

@@ -3,12 +3,14 @@ screenshots, the add form, quitting with unsaved history, very large blocks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual.geometry import Region
 from textual.widget import Widget
 
 from deepinfer_tui.legend import BLOCK_MARKS
 from deepinfer_tui.widgets import BlockMap, RequestTable, StatusBar
-from tests.app.helpers import make_app
+from tests.app.helpers import make_app, messages
 
 NARROW = (60, 20)
 
@@ -54,3 +56,15 @@ async def test_a_narrow_screen_leaves_out_whole_columns_and_header_pieces() -> N
         assert len(headers) < 7  # this pane is too narrow for all of them
     async with make_app().run_test(size=(120, 40)) as pilot:
         assert len(pilot.app.query_one(RequestTable).columns) == 7
+
+
+async def test_a_second_screenshot_holds_no_toast_of_the_first(tmp_path: Path) -> None:
+    app = make_app(export_dir=tmp_path)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert any("Screenshot saved" in m for m in messages(app))  # the toast is up
+        await pilot.press("space", "ctrl+s")
+        await pilot.pause()
+        second = tmp_path / "default-t0001-screen.svg"
+        assert "Screenshot" not in second.read_text(encoding="utf-8")
