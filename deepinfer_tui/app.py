@@ -182,6 +182,7 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
                 computing=self._computing,
                 auto_running=self.auto_running,
                 auto_waiting=self.auto_waiting,
+                exporting=self._exporting,
             )
         if self.replay is not None:
             frame = self.replay.current
@@ -191,12 +192,13 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
                 label=frame.label,
                 divergence=self.replay.divergence,
             )
-            return View(frame.snapshot, frame.log, replay=position)
+            return View(frame.snapshot, frame.log, replay=position, exporting=self._exporting)
         return View(
             self._session.snapshot(),
             self._session.log_view(),
             auto_running=self.auto_running,
             auto_waiting=self.auto_waiting,
+            exporting=self._exporting,
         )
 
     def refresh_view(self) -> None:

@@ -83,7 +83,7 @@ class ExportActions:
 
     def action_export(self: DebuggerApp) -> None:
         self._exporting = True
-        self._refresh_bindings_if_changed()
+        self.refresh_view()  # the header says an export is being written until it is
         # A trace being viewed exports the frame on screen, not the end of the trace.
         replay = self.replay
         if replay is None:
@@ -98,6 +98,7 @@ class ExportActions:
         self._exporting = False
         if self.closing:
             return
+        self.refresh_view()  # the header's "writing the export" goes
         diverged = self.replay is not None and bool(self.replay.divergence)
         notice = export_notice(event.worker, diverged)
         if notice is not None:

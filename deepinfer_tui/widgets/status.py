@@ -115,17 +115,22 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
     return text
 
 
+EXPORTING: _Piece = (" ⇣ writing the export ·", " ⇣ export ·", "bold yellow")
+
+
 def _mode_pieces(view: View) -> list[_Piece]:
-    """Replay or live, and what a live session is doing (computing, auto-running)."""
+    """Replay or live, and what a live session is doing (computing, auto-running, exporting)."""
+    exporting = [EXPORTING] if view.exporting else []
     if view.replay is not None:
         replay = view.replay
         frame = f"frame {replay.index + 1}/{replay.count}"
         return [
             (" ⏮ replay ", " ⏮ replay ", "bold reverse magenta"),
+            *exporting,
             (f" read-only · {frame}", f" {frame}", "bold magenta"),
             (f" {replay.label} ·", f" {clip(replay.label, 32)} ·", "magenta"),
         ]
-    pieces: list[_Piece] = [(" ● live ", " ● live ", "bold reverse green")]
+    pieces: list[_Piece] = [(" ● live ", " ● live ", "bold reverse green"), *exporting]
     if view.computing is not None:
         computing = view.computing
         long = f" ◷ computing round {computing.round} · {computing.positions:,} positions ·"

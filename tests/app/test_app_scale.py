@@ -3,14 +3,18 @@ screenshots, the add form, quitting with unsaved history, very large blocks."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import pytest
 from textual.geometry import Region
 from textual.widget import Widget
 
+from deepinfer_tui import export_worker
 from deepinfer_tui.legend import BLOCK_MARKS
+from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, RequestTable, StatusBar
-from tests.app.helpers import make_app, messages
+from tests.app.helpers import make_app, messages, wait_until
 
 NARROW = (60, 20)
 
@@ -68,3 +72,25 @@ async def test_a_second_screenshot_holds_no_toast_of_the_first(tmp_path: Path) -
         await pilot.pause()
         second = tmp_path / "default-t0001-screen.svg"
         assert "Screenshot" not in second.read_text(encoding="utf-8")
+
+
+async def test_the_header_says_an_export_is_being_written_until_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    real_export = export_worker.export_all
+
+    def slow_export(session: Session, directory: Path) -> list[Path]:
+        release.wait(10)
+        return real_export(session, directory)
+
+    monkeypatch.setattr(export_worker, "export_all", slow_export)
+    app = make_app(export_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        status = app.query_one(StatusBar)
+        await pilot.press("e")
+        assert "writing the export" in str(status.content)
+        release.set()
+        assert await wait_until(pilot, lambda: any("Wrote" in m for m in messages(app)))
+        await pilot.pause()
+        assert "export" not in str(status.content)
