@@ -12,6 +12,7 @@ from textual.widget import Widget
 
 from deepinfer_tui import export_worker
 from deepinfer_tui.legend import BLOCK_MARKS
+from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, RequestTable, StatusBar
 from tests.app.helpers import make_app, messages, wait_until
@@ -94,3 +95,14 @@ async def test_the_header_says_an_export_is_being_written_until_it_is(
         assert await wait_until(pilot, lambda: any("Wrote" in m for m in messages(app)))
         await pilot.pause()
         assert "export" not in str(status.content)
+
+
+async def test_the_add_form_counts_tokens_from_one_in_every_error() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("a", *"1,2,99", "enter")
+        form = app.screen
+        assert isinstance(form, AddRequestScreen)
+        assert form.error.startswith("✗ token 3 = 99 is outside the vocabulary"), form.error
+        await pilot.press("backspace", "backspace", *"x", "enter")
+        assert form.error == "✗ prompt: token 3 must be a whole number, got 'x'"
