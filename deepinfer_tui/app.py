@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -97,6 +98,9 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
         self._session = session
         self.export_dir = Path(export_dir) if export_dir is not None else DEFAULT_EXPORT_DIR
         self.replay = replay
+        self._label_width = (
+            max((cell_len(f.label) for f in replay.frames), default=0) if replay else 0
+        )
         self._table: RequestTable | None = None  # once mounted
         self._shown_id: str | None = None  # the request the detail panes show
         self.filter_log = False
@@ -191,6 +195,7 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
                 count=len(self.replay.frames),
                 label=frame.label,
                 divergence=self.replay.divergence,
+                label_width=self._label_width,
             )
             return View(frame.snapshot, frame.log, replay=position, exporting=self._exporting)
         return View(

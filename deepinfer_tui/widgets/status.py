@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Static
 
@@ -99,7 +100,10 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
     """The header's two lines, each fitted to `width` cells (None: as wide as it needs);
     `committed`: tokens per round for the sparkline."""
     text = Text()  # each line fits; a replay's divergence wraps below them
-    text.append_text(_fit(_first_line(view), width))
+    # A replay's header takes the form its widest frame label needs, in every frame: else it
+    # switches between its long and short forms as the label changes.
+    slack = 0 if view.replay is None else view.replay.label_width - cell_len(view.replay.label)
+    text.append_text(_fit(_first_line(view), width, slack=max(slack, 0)))
     text.append("\n")
     # The short forms leave the sparkline at least SPARK_MIN_WIDTH rounds where they can.
     line = _fit(_second_line(view), None if width is None else width - SPARK_MIN_WIDTH, width)
@@ -192,12 +196,13 @@ def _second_line(view: View) -> list[_Piece]:
     return second
 
 
-def _fit(pieces: list[_Piece], width: int | None, limit: int | None = None) -> Text:
+def _fit(pieces: list[_Piece], width: int | None, limit: int | None = None, slack: int = 0) -> Text:
     """One header line: in full if it fits `width`, else in its short forms within `limit`
     (default: `width`), leaving out whole pieces from the end if need be: a number is shown
-    whole or not at all. A line never wraps, so the header keeps its height."""
+    whole or not at all; `slack`: cells the full form must leave free. A line never wraps,
+    so the header keeps its height."""
     full = _joined(pieces, short=False)
-    if width is None or full.cell_len <= width:
+    if width is None or full.cell_len + slack <= width:
         return full
     cut = width if limit is None else limit
     kept = list(pieces)

@@ -23,6 +23,7 @@ class ReplayPosition:
     count: int
     label: str
     divergence: str | None = None
+    label_width: int = 0  # the widest frame label's cells: the header's form stays put
 
 
 @dataclass(frozen=True)

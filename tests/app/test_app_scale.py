@@ -11,7 +11,10 @@ from textual.geometry import Region
 from textual.widget import Widget
 
 from deepinfer_tui import export_worker
+from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.legend import BLOCK_MARKS
+from deepinfer_tui.replay import Replay, parse_trace, trace_data
+from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, RequestTable, StatusBar
@@ -106,3 +109,29 @@ async def test_the_add_form_counts_tokens_from_one_in_every_error() -> None:
         assert form.error.startswith("✗ token 3 = 99 is outside the vocabulary"), form.error
         await pilot.press("backspace", "backspace", *"x", "enter")
         assert form.error == "✗ prompt: token 3 must be a whole number, got 'x'"
+
+
+async def test_a_replay_header_keeps_one_form_from_frame_to_frame() -> None:
+    recorded = Session(default_scenario())
+    recorded.step()
+    recorded.rollback("request-1", 1)
+    recorded.step()
+    recorded.advance_clock(1.0)
+    recorded.step()
+    replay = Replay(parse_trace(trace_data(recorded)))
+    app = DebuggerApp(replay.session, replay=replay)
+    async with app.run_test(size=(120, 40)) as pilot:
+        forms = set()
+        for width in (100, 110, 130):
+            await pilot.resize_terminal(width, 40)
+            await pilot.pause()
+            while replay.position:
+                await pilot.press("left")
+            long_form = []
+            for _ in replay.frames:
+                first = drawn(app.query_one(StatusBar))[0]
+                long_form.append("read-only" in first)
+                await pilot.press("right")
+            assert len(set(long_form)) == 1, (width, long_form)
+            forms |= set(long_form)
+        assert forms == {True, False}  # the widths span both forms
