@@ -66,6 +66,9 @@ def log_still_holds(
     return len(log) >= read and log[read - 1] is last
 
 
+HAND_ADDED_PREFIX = "user-"  # the ids of requests added by hand: user-1, user-2, ...
+
+
 class ManualClock:
     """The engine's injected clock: time moves only when the session says so."""
 
@@ -218,13 +221,15 @@ class Session:
         return request_id
 
     def _free_id(self) -> str:
-        """The next request-N id that neither the engine nor a future scenario event uses."""
+        """The next user-N id that neither the engine nor a future scenario event uses: a
+        request added by hand is named apart from the scenario's request-N ones (which may be
+        reserved for later submits, so a hand-added one would otherwise skip numbers)."""
         reserved = {event.request_id for event in self.pending_events} - {None}
         taken = set(self.engine.request_ids()) | reserved
-        number = len(taken - reserved) + 1
-        while f"request-{number}" in taken:
+        number = 1
+        while f"{HAND_ADDED_PREFIX}{number}" in taken:
             number += 1
-        return f"request-{number}"
+        return f"{HAND_ADDED_PREFIX}{number}"
 
     def advance_clock(self, seconds: float | None = None) -> float:
         """Move the clock forward: by `seconds`, or to the next cache expiry (which expires it)."""

@@ -46,7 +46,8 @@ class AddRequestScreen(ModalScreen[str | None]):
             form.border_title = "Add a request"
             yield Static(
                 f"Token ids in [0, {self._vocab_size}), separated by commas or spaces "
-                "(token 1 is the first)."
+                "(token 1 is the first). Requests added here are named user-1, user-2, …, "
+                "apart from the scenario's."
             )
             yield Label("Prompt")
             yield FormInput(placeholder="1,2,3", id="prompt", compact=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from textual.geometry import Region
+from textual.widgets import Static
 from textual.widget import Widget
 
 from deepinfer_tui import export_worker
@@ -135,3 +136,17 @@ async def test_a_replay_header_keeps_one_form_from_frame_to_frame() -> None:
             assert len(set(long_form)) == 1, (width, long_form)
             forms |= set(long_form)
         assert forms == {True, False}  # the widths span both forms
+
+
+async def test_a_request_added_by_hand_is_named_apart_from_the_scenarios() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space", "a")
+        form = " ".join(str(static.content) for static in app.screen.query(Static))
+        assert "named user-1" in form
+        await pilot.press(*"5,6,7", "enter")
+        assert app.selected_id == "user-1"  # not request-7: the scenario keeps its names
+        await pilot.press("a", *"5,6", "enter")
+        assert app.selected_id == "user-2"
+        scenario_ids = {r["id"] for r in app.session.snapshot()["requests"]} - {"user-1", "user-2"}
+        assert all(i.startswith("request-") for i in scenario_ids)
