@@ -13,6 +13,7 @@ the process looks idle, which would add a fixed ~40-60 ms to every press.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from typing import Any
 
@@ -55,6 +56,36 @@ def tui_scenario_document(shape: TuiShape) -> dict[str, Any]:
             }
             for i, prompt in enumerate(prompts)
         ],
+    }
+
+
+# The scenario of issue 26: 48 requests on 4 shared prefixes, prompts of 219-1,884 tokens,
+# block size 16, a 300-block pool, up to 8 active (so requests wait, evict and restore).
+PREFIXES = 4
+PREFIX_TOKENS = 208
+PROMPT_RANGE = (219, 1884)
+
+
+def prefix_scenario_document(shape: TuiShape) -> dict[str, Any]:
+    rng = random.Random(11)
+    prefixes = random_prompts(PREFIXES, PREFIX_TOKENS, seed=13)
+    lengths = [rng.randint(*PROMPT_RANGE) for _ in range(shape.requests)]
+    lengths[:2] = PROMPT_RANGE  # the shortest and the longest are in
+    suffixes = random_prompts(shape.requests, max(lengths) - PREFIX_TOKENS, seed=17)
+    events = []
+    for i, length in enumerate(lengths):
+        prompt = prefixes[i % PREFIXES] + suffixes[i][: length - PREFIX_TOKENS]
+        submit = {"id": f"request-{i + 1}", "prompt": prompt, "max_tokens": shape.new_tokens}
+        events.append({"tick": i // 4, "submit": submit})  # four arrive each round
+    return {
+        "schema": 1,
+        "name": "benchmark-tui-prefixes",
+        "description": f"{shape.requests} requests on {PREFIXES} shared prefixes (benchmark)",
+        "seed": TARGET_SEED,
+        "model": dict(MODEL_SHAPE),
+        "draft": {"depth": 1, "noise": 0.1, "seed": DRAFT_SEED},
+        "config": {"max_active": 8, "block_size": 16, "num_blocks": 300},
+        "events": events,
     }
 
 

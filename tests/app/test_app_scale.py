@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from textual.geometry import Region
-from textual.widgets import Static
 from textual.widget import Widget
+from textual.widgets import Static
 
 from deepinfer_tui import export_worker
 from deepinfer_tui.app import DebuggerApp
