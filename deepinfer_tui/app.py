@@ -107,6 +107,9 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
         self._auto_run = AutoRun(self)
         self._exporting = False
         self._quit_after_export = False
+        self._quit_asked = False  # q asked once about unsaved hand-made history
+        # The session's operations when the last export (written) and this one began.
+        self._exported_operations = self._export_began_at = 0
         self._computing: ComputingRound | None = None  # a round running on its own thread
         self._palette_opened = self._palette_ran = 0  # palette openings; the last that ran
         self._binding_states: tuple[bool | None, ...] = ()

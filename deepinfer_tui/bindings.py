@@ -58,7 +58,7 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("guide", "g", "guide", "Open the guide chapters"),
     Key("help", "question_mark,f1", "help", "Keys, panes and legend"),
-    Key("quit", "q", "quit", "Quit"),
+    Key("quit", "q", "quit", "Quit (asks once if what you did by hand is not exported)"),
 )
 # Help-only rows: keys Textual itself handles.
 EXTRA_HELP: tuple[tuple[str, str, str], ...] = (

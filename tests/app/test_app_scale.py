@@ -150,3 +150,21 @@ async def test_a_request_added_by_hand_is_named_apart_from_the_scenarios() -> No
         assert app.selected_id == "user-2"
         scenario_ids = {r["id"] for r in app.session.snapshot()["requests"]} - {"user-1", "user-2"}
         assert all(i.startswith("request-") for i in scenario_ids)
+
+
+async def test_q_asks_once_before_losing_unexported_hand_made_history(tmp_path: Path) -> None:
+    app = make_app(export_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space", "space", "c", "q")
+        await pilot.pause()
+        assert app.is_running  # asked instead
+        (question,) = [m for m in messages(app) if "press q again" in m]
+        assert "a cancel made by hand" in question
+        await pilot.press("q")
+        assert await wait_until(pilot, lambda: not app.is_running)
+    app = make_app(export_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space", "a", *"5,6", "enter", "e")
+        assert await wait_until(pilot, lambda: any("Wrote" in m for m in messages(app)))
+        await pilot.press("space", "q")  # exported, then only stepped: nothing to lose
+        assert await wait_until(pilot, lambda: not app.is_running)
