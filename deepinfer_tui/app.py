@@ -33,6 +33,7 @@ from .export import DEFAULT_EXPORT_DIR
 from .export_worker import ExportActions
 from .live_actions import LiveActions
 from .replay_source import ReplayLike
+from .screen_limits import large_block_warning
 from .screens.help import HelpScreen, KeyHelp
 from .session import Session
 from .toasts import Notices, Toasts
@@ -171,6 +172,10 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
         table.border_title = "Requests"
         self.refresh_view()
         table.focus()
+        block_size = int(self.view.snapshot.get("pool", {}).get("block_size", 1))
+        warning = large_block_warning(block_size, *self.size)
+        if warning:
+            self.notify(warning.capitalize(), title="Large blocks", severity="warning", timeout=10)
 
     def on_unmount(self) -> None:
         self._auto_run.stop()

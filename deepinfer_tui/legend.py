@@ -21,7 +21,12 @@ class Mark:
 
 BLOCK_MARKS: dict[str, Mark] = {
     "committed": Mark("█", "green", "committed: held by one request"),
-    "shared": Mark("▓", "cyan", "shared: held by a request and by another holder"),
+    "shared": Mark(
+        "▓",
+        "cyan",
+        "shared: held by more than one holder, named after it: requests, cache (×N: by N "
+        "cache entries), undo (the undo history)",
+    ),
     "cached": Mark("▒", "magenta", "cached: held only by the prefix cache"),
     "retained": Mark("░", "yellow", "retained: kept for undo history (the header's “undo”)"),
     "dropped": Mark("×", "bold red", "dropped: freed this round (retained while undo needs it)"),

@@ -3,6 +3,7 @@ screenshots, the add form, quitting with unsaved history, very large blocks."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -13,9 +14,11 @@ from textual.widgets import Static
 
 from deepinfer_tui import export_worker
 from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.cli import debugger
+from deepinfer_tui.cli.program import main
 from deepinfer_tui.legend import BLOCK_MARKS
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
-from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, RequestTable, StatusBar
@@ -168,3 +171,70 @@ async def test_q_asks_once_before_losing_unexported_hand_made_history(tmp_path: 
         assert await wait_until(pilot, lambda: any("Wrote" in m for m in messages(app)))
         await pilot.press("space", "q")  # exported, then only stepped: nothing to lose
         assert await wait_until(pilot, lambda: not app.is_running)
+
+
+async def test_blocks_larger_than_the_screen_are_warned_of_and_drawn_as_rows() -> None:
+    scenario = default_scenario().with_overrides(block_size=1000, num_blocks=8)
+    app = DebuggerApp(Session(scenario))
+    async with app.run_test(size=NARROW) as pilot:
+        (warning,) = [m for m in messages(app) if "1,000 slots" in m]
+        assert "one row" in warning
+        await pilot.press("space", "space")
+        lines = str(app.query_one(BlockMap).table).splitlines()
+        assert any("positions 0–999" in line for line in lines), lines
+        assert max(len(line) for line in lines) < 100, lines  # no slot by slot row
+    small_blocks = make_app()
+    async with small_blocks.run_test(size=NARROW):
+        assert not [m for m in messages(small_blocks) if "slots" in m]
+
+
+def test_the_program_warns_of_large_blocks_before_the_slow_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = []
+    monkeypatch.setattr(debugger, "interactive", lambda: True)
+    monkeypatch.setattr(debugger, "run_app", lambda session, **_: started.append(session) or 0)
+    monkeypatch.setattr(debugger.shutil, "get_terminal_size", lambda: os.terminal_size((80, 24)))
+    assert main(["--block-size", "1000", "--num-blocks", "8"]) == 0
+    assert started and "warning: blocks of 1,000 slots" in capsys.readouterr().err
+    assert main(["--block-size", "16"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def long_prompt_app() -> DebuggerApp:
+    prompt = [(7 * i) % 32 for i in range(60)]  # 15 blocks of 4
+    document = {
+        **default_scenario().to_dict(),
+        "events": [{"tick": 0, "submit": {"id": "long", "prompt": prompt, "max_tokens": 6}}],
+    }
+    return DebuggerApp(Session(parse_scenario(document)))
+
+
+async def test_a_long_request_gets_a_compact_block_table() -> None:
+    app = long_prompt_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space", "space")
+        (request,) = app.session.snapshot()["requests"]
+        lines = str(app.query_one(BlockMap).table).splitlines()
+        block_rows = [line for line in lines if line.startswith("#")]
+        assert len(block_rows) < len(request["blocks"]) / 2, lines
+        (folded,) = [line for line in block_rows if "blocks alike" in line]
+        assert folded.startswith("#") and "positions 0–" in folded
+        # The window's block keeps its row, slot by slot; the folded ones end before it.
+        assert any("‹" in line and "]" in line for line in block_rows), block_rows
+        folded_last = int(folded.split("positions 0–")[1].split(" ")[0])
+        assert folded_last < request["window"][0]
+    app = make_app()  # short requests keep the slot-level table
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space")
+        lines = str(app.query_one(BlockMap).table).splitlines()
+        assert any(line.startswith("#0  [  1 ‹ 2›‹ 3›‹ 4›] ref 2") for line in lines), lines
+
+
+async def test_a_shared_block_says_who_holds_it() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space")
+        lines = str(app.query_one(BlockMap).table).splitlines()
+        (shared,) = [line for line in lines if "▓ shared" in line]
+        assert shared.endswith("▓ shared (request-1, cache)"), shared
