@@ -11,6 +11,14 @@ from typing import Any
 
 from rich.text import Text
 
+# Red is for loss and failure only (cancelled, dropped, rejected, rolled back, errors); the
+# prefix cache has hues of its own. Fixed 256-colour names, not ANSI ones: a theme maps ANSI
+# red and magenta to near-equal pinks, and these stay apart in every theme.
+CACHE_HUE = "medium_purple1"
+HOT_STYLE = f"bold {CACHE_HUE}"
+WARM_STYLE = "light_slate_blue"
+COLD_STYLE = "steel_blue1"
+
 
 @dataclass(frozen=True)
 class Mark:
@@ -27,7 +35,7 @@ BLOCK_MARKS: dict[str, Mark] = {
         "shared: held by more than one holder, named after it: requests, cache (×N: by N "
         "cache entries), undo (the undo history)",
     ),
-    "cached": Mark("▒", "magenta", "cached: held only by the prefix cache"),
+    "cached": Mark("▒", CACHE_HUE, "cached: held only by the prefix cache"),
     "retained": Mark("░", "yellow", "retained: kept for undo history (the header's “undo”)"),
     "dropped": Mark("×", "bold red", "dropped: freed this round (retained while undo needs it)"),
     "free": Mark("·", "bright_black", "free"),
@@ -43,11 +51,9 @@ STATUS_MARKS: dict[str, Mark] = {
 }
 
 CACHE_MARKS: dict[str, Mark] = {
-    "hot": Mark(
-        "hot", "bright_red", "hot: cached rows reused as they are; later positions computed"
-    ),
-    "warm": Mark("warm", "yellow", "warm: encoder prefix reused, consumers replayed"),
-    "cold": Mark("cold", "cyan", "cold: nothing cached, full prefill"),
+    "hot": Mark("hot", HOT_STYLE, "hot: cached rows reused as they are; later positions computed"),
+    "warm": Mark("warm", WARM_STYLE, "warm: encoder prefix reused, consumers replayed"),
+    "cold": Mark("cold", COLD_STYLE, "cold: nothing cached, full prefill"),
 }
 
 VERDICT_MARKS: dict[str, Mark] = {

@@ -22,6 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..describe import describe, plural
+from ..legend import CACHE_HUE
 from ..session import log_still_holds
 from .render.quiet import scrollbar_held, set_scroll_extent, set_scrollbar
 from .render.repaint_style import StyleOncePerRepaint
@@ -31,7 +32,7 @@ KIND_STYLES: dict[str, str] = {
     "commit": "green",
     "rollback": "bold yellow",
     "restore": "cyan",
-    "publish": "magenta",
+    "publish": CACHE_HUE,
     "evict": "yellow",
     "preempt": "bold yellow",
     "finished": "blue",

@@ -21,7 +21,7 @@ from deepinfer_tui.replay import Replay, parse_trace, trace_data
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.session import Session
-from deepinfer_tui.widgets import BlockMap, RequestTable, StatusBar
+from deepinfer_tui.widgets import BlockMap, CommitLog, RequestTable, StatusBar
 from tests.app.helpers import make_app, messages, wait_until
 
 NARROW = (60, 20)
@@ -238,3 +238,27 @@ async def test_a_shared_block_says_who_holds_it() -> None:
         lines = str(app.query_one(BlockMap).table).splitlines()
         (shared,) = [line for line in lines if "▓ shared" in line]
         assert shared.endswith("▓ shared (request-1, cache)"), shared
+
+
+def line_colour(app: DebuggerApp, widget: Widget, words: str) -> tuple[int, int, int]:
+    """The colour a drawn line holding `words` has, as the terminal shows it in this theme."""
+    for strip in widget.render_lines(Region(0, 0, *widget.outer_size)):
+        if words in strip.text:
+            (segment,) = [s for s in strip if s.text.strip() and words.split()[0] in s.text]
+            assert segment.style is not None and segment.style.color is not None
+            return tuple(segment.style.color.get_truecolor(app.ansi_theme))
+    raise AssertionError(f"no line with {words!r}")
+
+
+async def test_red_is_for_loss_alone_the_cache_has_its_own_hue_in_every_theme() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 60)) as pilot:
+        await pilot.press("space", "space")
+        log = app.query_one(CommitLog)
+        for theme in ("textual-dark", "textual-light"):
+            app.theme = theme
+            await pilot.pause()
+            cancelled = line_colour(app, log, "finished: cancelled")
+            published = line_colour(app, log, "publish 4 positions")
+            distance = sum((a - b) ** 2 for a, b in zip(cancelled, published)) ** 0.5
+            assert distance > 100, (theme, cancelled, published)
