@@ -36,7 +36,7 @@ BLOCK_MARKS: dict[str, Mark] = {
         "cache entries), undo (the undo history)",
     ),
     "cached": Mark("▒", CACHE_HUE, "cached: held only by the prefix cache"),
-    "retained": Mark("░", "yellow", "retained: kept for undo history (the header's “undo”)"),
+    "retained": Mark("░", "yellow", "retained: kept for the undo history only"),
     "dropped": Mark("×", "bold red", "dropped: freed this round (retained while undo needs it)"),
     "free": Mark("·", "bright_black", "free"),
 }
@@ -106,8 +106,31 @@ def pool_legend(width: int | None = None) -> Text:
     return Text("\n").join(lines)
 
 
-def full_legend() -> Text:
-    """Every symbol group with its meaning (help screen)."""
+# The header's words, and the jargon the panes and the log use, one line each.
+HEADER_TERMS: dict[str, str] = {
+    "◌N ▶N ✓N": "requests queued, running, finished",
+    "held": "blocks held by requests (█ committed and ▓ shared)",
+    "cached / retained / free": "blocks held only by the cache, only by undo history, or by none",
+    "accept": "draft tokens accepted of those verified, over the session",
+    "committed": "tokens committed so far; the sparkline: tokens per round, last 16 rounds",
+}
+TERMS: dict[str, str] = {
+    "hot cursor": "a cached sequence's whole state (every row and the next-token logits), "
+    "reused as it is until its hot time ends",
+    "consumers replayed": "warm restore: the cached encoder rows are kept and the layers that "
+    "read them (consumers) are computed again",
+    "graph size, expected": "budget line: the batch size the cost curve runs this round at (as "
+    "a captured graph), and the tokens the drafts' path probabilities expect from it",
+    "reverse": "in the pool strip, the selected request's own blocks are drawn in reverse video",
+    "publish": "a request's full blocks put into the prefix cache, for later requests to reuse",
+    "evict": "cached blocks freed to make room; a later request with that prefix restores cold",
+    "preempt": "a running request's blocks taken back for room; it is recomputed when readmitted",
+}
+
+
+def full_legend(extra: tuple[tuple[str, Mapping[str, str]], ...] = ()) -> Text:
+    """Every symbol group with its meaning (help screen); `extra`: more (title, {term:
+    meaning}) groups, first."""
     text = Text()
     groups = (
         ("Requests", STATUS_MARKS),
@@ -116,6 +139,13 @@ def full_legend() -> Text:
         ("Block slots", SLOT_MARKS),
         ("Draft tree", VERDICT_MARKS),
     )
+    words = (*extra, ("Header", HEADER_TERMS), ("Terms", TERMS))
+    for title, terms in words:
+        text.append(f"{title}\n", style="bold underline")
+        for term, meaning in terms.items():
+            text.append(f"  {term}", style="bold")
+            text.append(f"  {meaning}\n")
+        text.append("\n")
     for title, marks in groups:
         text.append(f"{title}\n", style="bold underline")
         for mark in marks.values():

@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ..columns import COLUMNS
 from ..legend import full_legend
 from .form import dialog_footer
 
@@ -95,7 +96,8 @@ class HelpScreen(ModalScreen[str | None]):
                 id="help-guide",
             )
             yield Static(panes_table(), id="help-panes")
-            yield Static(full_legend(), id="help-legend")
+            columns = {column.header: column.meaning for column in COLUMNS}
+            yield Static(full_legend((("Request table", columns),)), id="help-legend")
         yield dialog_footer()
 
     def action_close(self) -> None:

@@ -5,69 +5,18 @@ The cursor row is the selection the other panes follow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import suppress
-from typing import Any, NamedTuple
+from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
-from ..legend import CACHE_MARKS, status_mark
+from ..columns import CELL_PADDING, COLUMNS, Cell, request_cells
 from .render.keyed_table import ContentKeyedDataTable
 from .render.quiet import RefreshesHeld, refresh_rows
 from .render.row_order import StableRowOrder
 from .view import View
-
-
-class Column(NamedTuple):
-    key: str
-    header: str
-    # Columns a narrow pane leaves out, lowest first (0: always shown): a column is shown
-    # whole or not at all, so no value is ever cut.
-    drop: int = 0
-
-
-# In display order. A new column is one more entry here and one more cell in request_cells.
-COLUMNS: tuple[Column, ...] = (
-    Column("id", "request"),
-    Column("state", "state"),
-    Column("cache", "cache", drop=4),
-    Column("tokens", "out/max", drop=5),
-    Column("drafts", "acc/prop", drop=2),
-    Column("blocks", "blk", drop=3),
-    Column("finish", "finish", drop=1),  # the state's mark already tells ✓ from ✗
-)
-
-Cell = tuple[str, str]  # (text, style): compared to skip cells that did not change
-CELL_PADDING = 2  # DataTable's cell padding, both sides together
-
-
-def request_cells(request: Mapping[str, Any]) -> tuple[Cell, ...]:
-    mark = status_mark(request)
-    status = request["status"]
-    state = f"{mark.symbol} {status}"
-    if request.get("preemptions"):
-        state += f" ↺{request['preemptions']}"
-    restore = request.get("restore")
-    if restore is None:
-        cache: Cell = ("—", "bright_black")
-    else:
-        kind = restore["cache"]
-        reused = restore.get("reused_positions", 0)
-        label = kind if kind == "cold" or not reused else f"{kind}{reused}"
-        cache = (label, CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
-    generated = len(request.get("generated", []))
-    finish = request.get("finish_reason") or ""
-    return (
-        (request["id"], "bold" if status == "running" else ""),
-        (state, mark.style),
-        cache,
-        (f"{generated}/{request['max_tokens']}", ""),
-        (f"{request.get('accepted', 0)}/{request.get('proposed', 0)}", ""),
-        (str(len(request.get("blocks", []))), ""),
-        (finish, mark.style if finish else ""),
-    )
 
 
 def _text(cell: Cell) -> Text:

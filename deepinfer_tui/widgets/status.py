@@ -163,8 +163,9 @@ def _first_line(view: View) -> list[_Piece]:
         mark = STATUS_MARKS[status]
         count = f"{mark.symbol}{counts.get(status, 0)}"
         first.append((f"{count} {status} ", f"{count} ", mark.style))
-    done = f"■{counts.get('finished', 0)}"
-    first.append((f"{done} done", done, "blue"))
+    finished = STATUS_MARKS["length"]  # the table's ✓ finished
+    done = f"{finished.symbol}{counts.get('finished', 0)}"
+    first.append((f"{done} finished", done, finished.style))
     if session.get("finished"):
         first.append((" · scenario complete", " · complete", "bold blue"))
     return first
@@ -179,11 +180,11 @@ def _second_line(view: View) -> list[_Piece]:
     parts = {
         "held": (BLOCK_MARKS["committed"], blocks.get("held", 0)),
         "cached": (BLOCK_MARKS["cached"], blocks.get("cached", 0)),
-        "undo": (BLOCK_MARKS["retained"], blocks.get("retained", 0)),
+        "retained": (BLOCK_MARKS["retained"], blocks.get("retained", 0)),
         "free": (BLOCK_MARKS["free"], blocks.get("free", 0)),
     }
     for name, (mark, count) in parts.items():
-        if name == "undo" and not count:
+        if name == "retained" and not count:
             continue
         second.append((f"{mark.symbol}{count} {name}", f"{mark.symbol}{count} {name}", mark.style))
         second.append((" ", " ", ""))

@@ -925,7 +925,7 @@ async def test_the_headers_block_counts_add_up_to_the_pool() -> None:
             await pilot.press("space")
             header = str(app.query_one(StatusBar).render())
             found = re.search(
-                r"█(\d+) held ▒(\d+) cached (?:░(\d+) undo )?·(\d+) free of (\d+)", header
+                r"█(\d+) held ▒(\d+) cached (?:░(\d+) retained )?·(\d+) free of (\d+)", header
             )
             assert found, header
             held, cached, undo, free, total = (int(g or 0) for g in found.groups())

@@ -16,6 +16,7 @@ from deepinfer_tui import export_worker
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.cli import debugger
 from deepinfer_tui.cli.program import main
+from deepinfer_tui.export import export_all
 from deepinfer_tui.legend import BLOCK_MARKS
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
 from deepinfer_tui.scenario import default_scenario, parse_scenario
@@ -262,3 +263,25 @@ async def test_red_is_for_loss_alone_the_cache_has_its_own_hue_in_every_theme() 
             published = line_colour(app, log, "publish 4 positions")
             distance = sum((a - b) ** 2 for a, b in zip(cancelled, published)) ** 0.5
             assert distance > 100, (theme, cancelled, published)
+
+
+async def test_the_help_legend_defines_the_tables_and_headers_words_and_the_jargon() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("question_mark")
+        legend = str(app.screen.query_one("#help-legend", Static).content)
+        for term in ("↺N", "hot4", "warm4", "acc/prop", "out/max", "blk", "retained"):
+            assert term in legend, term
+        for jargon in ("hot cursor", "consumers replayed", "graph size", "reverse"):
+            assert jargon in legend, jargon
+
+
+def test_the_export_uses_the_screens_words(tmp_path: Path) -> None:
+    session = Session(default_scenario())
+    for _ in range(3):
+        session.step()
+    (text_file,) = [p for p in export_all(session, tmp_path) if p.suffix == ".txt"]
+    text = text_file.read_text(encoding="utf-8")
+    for header in ("request", "state", "cache", "out/max", "acc/prop", "blk", "finish"):
+        assert f" {header} " in text, header
+    assert " hot4 " in text and " hot 4 " not in text

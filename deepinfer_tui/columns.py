@@ -1,0 +1,71 @@
+"""The request table's columns as data: header, meaning and cells, shared by the screen's
+table, the exported document and the help legend, so all three use one vocabulary.
+
+No Textual import: the export renders without it. A new column is one more `Column` and one
+more cell in `request_cells`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from .legend import CACHE_MARKS, status_mark
+
+
+class Column(NamedTuple):
+    key: str
+    header: str
+    meaning: str  # the help legend's line for it
+    # Columns a narrow pane leaves out, lowest first (0: always shown): a column is shown
+    # whole or not at all, so no value is ever cut.
+    drop: int = 0
+
+
+# In display order. A new column is one more entry here and one more cell in request_cells.
+COLUMNS: tuple[Column, ...] = (
+    Column("id", "request", "the request's id (user-N: added by hand)"),
+    Column("state", "state", "its state; ↺N: preempted N times (its rows recomputed)"),
+    Column(
+        "cache",
+        "cache",
+        "how its prompt was restored: hot4 / warm4 = 4 positions reused, cold = none; "
+        "— = not admitted yet",
+        drop=4,
+    ),
+    Column("tokens", "out/max", "tokens generated / max tokens", drop=5),
+    Column("drafts", "acc/prop", "draft tokens accepted / proposed", drop=2),
+    Column("blocks", "blk", "KV blocks it holds", drop=3),
+    # The state's mark already tells ✓ from ✗.
+    Column("finish", "finish", "why it finished: length, stop (EOS), cancelled, error", drop=1),
+)
+
+Cell = tuple[str, str]  # (text, style): compared to skip cells that did not change
+CELL_PADDING = 2  # DataTable's cell padding, both sides together
+
+
+def request_cells(request: Mapping[str, Any]) -> tuple[Cell, ...]:
+    mark = status_mark(request)
+    status = request["status"]
+    state = f"{mark.symbol} {status}"
+    if request.get("preemptions"):
+        state += f" ↺{request['preemptions']}"
+    restore = request.get("restore")
+    if restore is None:
+        cache: Cell = ("—", "bright_black")
+    else:
+        kind = restore["cache"]
+        reused = restore.get("reused_positions", 0)
+        label = kind if kind == "cold" or not reused else f"{kind}{reused}"
+        cache = (label, CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
+    generated = len(request.get("generated", []))
+    finish = request.get("finish_reason") or ""
+    return (
+        (request["id"], "bold" if status == "running" else ""),
+        (state, mark.style),
+        cache,
+        (f"{generated}/{request['max_tokens']}", ""),
+        (f"{request.get('accepted', 0)}/{request.get('proposed', 0)}", ""),
+        (str(len(request.get("blocks", []))), ""),
+        (finish, mark.style if finish else ""),
+    )
