@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.geometry import Region
@@ -285,3 +286,37 @@ def test_the_export_uses_the_screens_words(tmp_path: Path) -> None:
     for header in ("request", "state", "cache", "out/max", "acc/prop", "blk", "finish"):
         assert f" {header} " in text, header
     assert " hot4 " in text and " hot 4 " not in text
+
+
+def _luminance(rgb: tuple[int, int, int]) -> float:
+    def channel(value: int) -> float:
+        c = value / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (channel(v) for v in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _contrast(app: DebuggerApp, segment: Any) -> float:
+    """The WCAG contrast of a drawn segment's text on its background, in this theme."""
+    fg = segment.style.color.get_truecolor(app.ansi_theme)
+    bg = segment.style.bgcolor.get_truecolor(app.ansi_theme)
+    high, low = sorted((_luminance(fg), _luminance(bg)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+async def test_a_footer_key_that_cannot_act_now_is_clearly_dim() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        for theme in ("textual-dark", "textual-light"):
+            app.theme = theme
+            await pilot.pause()
+            contrast = {}
+            for key in app.screen.query("FooterKey"):
+                if key.region.width and key.key in ("u", "space"):  # undo: nothing to undo yet
+                    (strip,) = key.render_lines(key.region.reset_offset)
+                    segments = [s for s in strip if s.text.strip()]
+                    contrast[key.key] = [_contrast(app, s) for s in segments]
+            assert app.check_action("undo", ()) is None and app.check_action("step", ())
+            for dim, lit in zip(contrast["u"], contrast["space"]):
+                assert dim < 2.5 and dim < 0.7 * lit, (theme, contrast)
