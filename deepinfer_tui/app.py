@@ -32,6 +32,7 @@ from .commands import ClosingOncePalette, DebuggerCommands, PaletteAction
 from .export import DEFAULT_EXPORT_DIR
 from .export_worker import ExportActions
 from .live_actions import LiveActions
+from .log_filter import next_kind
 from .replay_source import ReplayLike
 from .screen_limits import large_block_warning
 from .screens.help import HelpScreen, KeyHelp
@@ -105,6 +106,7 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
         self._table: RequestTable | None = None  # once mounted
         self._shown_id: str | None = None  # the request the detail panes show
         self.filter_log = False
+        self.log_kind: str | None = None  # the one event kind the log shows (None: all)
         self._auto_run = AutoRun(self)
         self._exporting = False
         self._quit_after_export = False
@@ -239,7 +241,8 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
         selected = self._shown_id = self.selected_id
         self.query_one(BlockMap).show(self.view, selected)
         self.query_one(DraftTree).show(self.view, selected)
-        self.query_one(CommitLog).show(self.view, selected if self.filter_log else None)
+        log = self.query_one(CommitLog)
+        log.show(self.view, selected if self.filter_log else None, self.log_kind)
 
     def _sync_selection(self) -> None:
         """Show the cursor's request in the detail panes if they still show another."""
@@ -333,6 +336,10 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
         self.filter_log = not self.filter_log
         self._show_selection()
         self._refresh_bindings_if_changed()
+
+    def action_filter_kind(self) -> None:
+        self.log_kind = next_kind(self.log_kind)
+        self._show_selection()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.key_help()), self._after_help)

@@ -46,6 +46,14 @@ KEYS: tuple[Key, ...] = (
     Key("add_request", "a", "add", "Add a request (asks tokens)"),
     Key("advance_clock", "t", "clock", "Advance the clock to the next cache expiry"),
     Key("filter_log", "f", "filter", "Log: only the selected request / all"),
+    Key(
+        "filter_kind",
+        "k",
+        "kind",
+        "Log: only one kind of event (commit, restore, publish, evict, ...; k again: the "
+        "next, then all)",
+        show=False,
+    ),
     Key("export", "e", "export", "Export a trace snapshot (files)"),
     # Priority: dialogs (modal screens) keep the app's other keys from them.
     Key(
@@ -80,7 +88,17 @@ MUTATING = frozenset(
     }
 )
 REPLAY_ONLY = frozenset({"frame_forward", "frame_back"})
-DEBUGGER_ACTIONS = MUTATING | REPLAY_ONLY | {"filter_log", "export", "save_screen", "guide"}
+DEBUGGER_ACTIONS = (
+    MUTATING
+    | REPLAY_ONLY
+    | {
+        "filter_log",
+        "filter_kind",
+        "export",
+        "save_screen",
+        "guide",
+    }
+)
 # Actions that also act over another screen: a screenshot of a dialog or the guide is useful.
 OVER_ANY_SCREEN = frozenset({"save_screen"})
 # Keys the footer drops on narrow terminals, and more on tiny ones, so help and quit stay in

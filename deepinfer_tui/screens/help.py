@@ -37,8 +37,10 @@ PANES = (
     ),
     (
         "Commit log",
-        "every engine event, newest last; f shows only the selected request. A line starts "
-        "with its round (t4 = tick 4); times are clock seconds (until 3s)",
+        "every engine event, newest last; f shows only the selected request (and the "
+        "evictions behind its cold restore), k one kind of event. A line starts with its "
+        "round (t4 = tick 4); times are clock seconds (until 3s). Scrolled up, it stays put "
+        "until you scroll back to the bottom",
     ),
 )
 

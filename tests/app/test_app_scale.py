@@ -19,11 +19,13 @@ from deepinfer_tui.cli import debugger
 from deepinfer_tui.cli.program import main
 from deepinfer_tui.export import export_all
 from deepinfer_tui.legend import BLOCK_MARKS
+from deepinfer_tui.log_filter import LOG_KINDS
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, RequestTable, StatusBar
+from tests.app import tour
 from tests.app.helpers import make_app, messages, wait_until
 
 NARROW = (60, 20)
@@ -320,3 +322,58 @@ async def test_a_footer_key_that_cannot_act_now_is_clearly_dim() -> None:
             assert app.check_action("undo", ()) is None and app.check_action("step", ())
             for dim, lit in zip(contrast["u"], contrast["space"]):
                 assert dim < 2.5 and dim < 0.7 * lit, (theme, contrast)
+
+
+def evicting_app() -> DebuggerApp:
+    """a publishes its prefix, b's prompt evicts it, c comes with a's prefix: cold."""
+    document = {**default_scenario().to_dict()}
+    document["config"] = {**document["config"], "num_blocks": 7}
+    document["events"] = [
+        {"tick": 0, "submit": {"id": "a", "prompt": [1, 2, 3, 4, 5, 6, 7, 8], "max_tokens": 2}},
+        {"tick": 3, "submit": {"id": "b", "prompt": list(range(10, 26)), "max_tokens": 2}},
+        {"tick": 6, "submit": {"id": "c", "prompt": [*range(1, 10)], "max_tokens": 2}},
+    ]
+    return DebuggerApp(Session(parse_scenario(document)))
+
+
+async def test_a_requests_log_keeps_the_evictions_behind_its_cold_restore() -> None:
+    app = evicting_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        while app.session.can_step():
+            await pilot.press("space")
+        await tour.select(pilot, "c")
+        await pilot.press("f")
+        lines = app.query_one(CommitLog).lines
+        assert any(line.startswith("t6 c restore cold") for line in lines), lines
+        evictions = [line for line in lines if " evict " in line]
+        assert len(evictions) == 2 and all(line.startswith("t4 ") for line in evictions)
+        assert not any(line.startswith("t3 b ") for line in lines)  # b's own lines stay out
+
+
+async def test_the_log_shows_one_kind_of_event_at_a_time() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space", "space", "space", "k")
+        log = app.query_one(CommitLog)
+        assert log.lines and all(" commit " in line for line in log.lines), log.lines
+        assert "only commit (k: all)" in str(log.border_title)
+        await pilot.press("k")
+        assert log.lines and all(" restore " in line for line in log.lines), log.lines
+        for _ in LOG_KINDS[1:]:
+            await pilot.press("k")
+        assert log.kind is None and any(" verify:" in line for line in log.lines)
+
+
+async def test_the_log_keeps_its_place_while_the_user_reads_above() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(4):
+            await pilot.press("space")
+        log = app.query_one(CommitLog)
+        assert log.max_scroll_y > 0
+        log.focus()
+        await pilot.press("home")
+        await pilot.press("space")
+        assert log.scroll_y == 0 and log.max_scroll_y > 0  # still where the user read
+        await pilot.press("end", "space")
+        assert log.scroll_y == log.max_scroll_y  # back at the bottom: it follows again
