@@ -32,12 +32,12 @@ from .commands import ClosingOncePalette, DebuggerCommands, PaletteAction
 from .export import DEFAULT_EXPORT_DIR
 from .export_worker import ExportActions
 from .live_actions import LiveActions
-from .log_filter import next_kind
 from .replay_source import ReplayLike
 from .screen_limits import large_block_warning
 from .screens.help import HelpScreen, KeyHelp
 from .session import Session
 from .toasts import Notices, Toasts
+from .view_actions import ViewActions
 from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTable, StatusBar
 from .widgets.footer import KeyFooter
 from .widgets.status import DescriptionLine
@@ -67,7 +67,7 @@ def _screen_name(screen: Screen[Any]) -> str:
     return names.get(type(screen).__name__, "the dialog")
 
 
-class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
+class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
     """Step, cancel, roll back and inspect a live engine session (or replay a saved one)."""
 
     CSS_PATH = "app.tcss"
@@ -331,15 +331,6 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
             self.refresh_view()
 
     # -- views, screens and files -------------------------------------------------------------
-
-    def action_filter_log(self) -> None:
-        self.filter_log = not self.filter_log
-        self._show_selection()
-        self._refresh_bindings_if_changed()
-
-    def action_filter_kind(self) -> None:
-        self.log_kind = next_kind(self.log_kind)
-        self._show_selection()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.key_help()), self._after_help)

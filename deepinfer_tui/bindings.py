@@ -54,6 +54,20 @@ KEYS: tuple[Key, ...] = (
         "next, then all)",
         show=False,
     ),
+    Key(
+        "order_requests",
+        "o",
+        "order",
+        "Requests: sort by prompt, tokens, blocks or state (o again: the next, then as submitted)",
+        show=False,
+    ),
+    Key(
+        "filter_state",
+        "s",
+        "state",
+        "Requests: only running, queued or finished ones (s again: the next, then all)",
+        show=False,
+    ),
     Key("export", "e", "export", "Export a trace snapshot (files)"),
     # Priority: dialogs (modal screens) keep the app's other keys from them.
     Key(

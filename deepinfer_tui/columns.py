@@ -7,7 +7,7 @@ more cell in `request_cells`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from .legend import CACHE_MARKS, status_mark
@@ -26,6 +26,7 @@ class Column(NamedTuple):
 COLUMNS: tuple[Column, ...] = (
     Column("id", "request", "the request's id (user-N: added by hand)"),
     Column("state", "state", "its state; ↺N: preempted N times (its rows recomputed)"),
+    Column("prompt", "prompt", "prompt length in tokens", drop=6),
     Column(
         "cache",
         "cache",
@@ -41,6 +42,31 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 Cell = tuple[str, str]  # (text, style): compared to skip cells that did not change
+
+# The orders `o` steps through (then back to submission order): a column's key, and the
+# value it sorts by (largest first).
+ORDERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "prompt": lambda r: len(r.get("prompt", ())),
+    "tokens": lambda r: len(r.get("generated", ())),
+    "blocks": lambda r: len(r.get("blocks", ())),
+    "state": lambda r: (
+        ("finished", "queued", "running").index(r["status"])
+        if r["status"] in ("finished", "queued", "running")
+        else 3
+    ),
+}
+# The states `s` steps through (then back to every request).
+STATE_FILTERS: tuple[str, ...] = ("running", "queued", "finished")
+
+
+def following(options: tuple[str, ...], current: str | None) -> str | None:
+    """The option after `current` (None: the first); after the last, None."""
+    if current is None:
+        return options[0]
+    index = options.index(current) + 1 if current in options else len(options)
+    return options[index] if index < len(options) else None
+
+
 CELL_PADDING = 2  # DataTable's cell padding, both sides together
 
 
@@ -63,6 +89,7 @@ def request_cells(request: Mapping[str, Any]) -> tuple[Cell, ...]:
     return (
         (request["id"], "bold" if status == "running" else ""),
         (state, mark.style),
+        (str(len(request.get("prompt", ()))), ""),
         cache,
         (f"{generated}/{request['max_tokens']}", ""),
         (f"{request.get('accepted', 0)}/{request.get('proposed', 0)}", ""),

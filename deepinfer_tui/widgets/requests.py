@@ -12,7 +12,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
-from ..columns import CELL_PADDING, COLUMNS, Cell, request_cells
+from ..columns import CELL_PADDING, COLUMNS, ORDERS, Cell, request_cells
 from .render.keyed_table import ContentKeyedDataTable
 from .render.quiet import RefreshesHeld, refresh_rows
 from .render.row_order import StableRowOrder
@@ -38,6 +38,8 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
 
         self._columns: tuple[int, ...] = ()  # indexes into COLUMNS of the columns shown
         self._view: View | None = None
+        self.order: str | None = None  # the column rows are sorted by (None: submission)
+        self.state_filter: str | None = None  # the one state shown (None: every request)
 
     def on_mount(self) -> None:
         for column in COLUMNS:
@@ -88,6 +90,30 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
     def on_resize(self) -> None:
         self._refit()
 
+    def arrange(self, *, order: str | None, state: str | None) -> None:
+        """Sort rows by a column (largest first) and show one state only (None: neither)."""
+        selected = self.selected_id
+        self.order, self.state_filter = order, state
+        self.clear()
+        self._shown.clear()
+        self._drawn_from.clear()
+        parts = [f"by {order}" if order else "", f"only {state}" if state else ""]
+        self.border_title = " · ".join(["Requests", *filter(None, parts)])
+        if self._view is not None:
+            self.show(self._view)
+            if selected is not None:
+                self.select(selected)
+
+    def _wanted(self, view: View) -> list[str]:
+        """The ids of the rows to show, in order."""
+        ids = list(view.request_ids)
+        if self.state_filter is not None:
+            ids = [i for i in ids if view.request(i)["status"] == self.state_filter]  # type: ignore[index]
+        if self.order is not None:
+            value = ORDERS[self.order]
+            ids.sort(key=lambda i: value(view.request(i)), reverse=True)  # type: ignore[arg-type]
+        return ids
+
     @property
     def selected_id(self) -> str | None:
         if not self.row_count:
@@ -133,14 +159,20 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
         """Bring the rows up to date; returns the requests whose cells changed, or None if
         rows came or went or a column grew (the table's lines moved)."""
         changed: list[str] | None = []
-        present = set(view.request_ids)
+        wanted = self._wanted(view)
+        present = set(wanted)
+        kept = [key for key in self._shown if key in present]
+        if kept + [key for key in wanted if key not in self._shown] != wanted:
+            self.clear()  # a sorted table whose order changed: its rows again, in order
+            self._shown.clear()
+            self._drawn_from.clear()
         for gone in [key for key in self._shown if key not in present]:
             self.remove_row(gone)
             del self._shown[gone]
             self._drawn_from.pop(gone, None)
             changed = None
         drawn_from = self._drawn_from
-        for request_id in view.request_ids:
+        for request_id in wanted:
             request = view.request(request_id)
             assert request is not None
             if drawn_from.get(request_id) is request:

@@ -17,6 +17,7 @@ from deepinfer_tui import export_worker
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.cli import debugger
 from deepinfer_tui.cli.program import main
+from deepinfer_tui.columns import COLUMNS, ORDERS
 from deepinfer_tui.export import export_all
 from deepinfer_tui.legend import BLOCK_MARKS
 from deepinfer_tui.log_filter import LOG_KINDS
@@ -69,9 +70,9 @@ async def test_a_narrow_screen_leaves_out_whole_columns_and_header_pieces() -> N
             cells = [cell.plain for cell in table.get_row(request_id)]
             (line,) = [line for line in lines if f" {request_id} " in line]
             assert all(f" {cell}" in line for cell in cells), (cells, line)
-        assert len(headers) < 7  # this pane is too narrow for all of them
+        assert len(headers) < len(COLUMNS)  # this pane is too narrow for all of them
     async with make_app().run_test(size=(120, 40)) as pilot:
-        assert len(pilot.app.query_one(RequestTable).columns) == 7
+        assert len(pilot.app.query_one(RequestTable).columns) == len(COLUMNS)
 
 
 async def test_a_second_screenshot_holds_no_toast_of_the_first(tmp_path: Path) -> None:
@@ -377,3 +378,32 @@ async def test_the_log_keeps_its_place_while_the_user_reads_above() -> None:
         assert log.scroll_y == 0 and log.max_scroll_y > 0  # still where the user read
         await pilot.press("end", "space")
         assert log.scroll_y == log.max_scroll_y  # back at the bottom: it follows again
+
+
+def table_ids(table: RequestTable) -> list[str]:
+    return [str(row.key.value) for row in table.ordered_rows]
+
+
+async def test_the_request_table_shows_prompt_lengths_sorts_and_filters_by_state() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space", "space")  # two running, one finished
+        table = app.query_one(RequestTable)
+        requests = {r["id"]: r for r in app.session.snapshot()["requests"]}
+        for request_id, request in requests.items():
+            assert table.get_cell(request_id, "prompt").plain == str(len(request["prompt"]))
+        submitted = table_ids(table)
+        await pilot.press("o")  # by prompt length, longest first
+        lengths = [len(requests[i]["prompt"]) for i in table_ids(table)]
+        assert lengths == sorted(lengths, reverse=True) and set(table_ids(table)) == set(submitted)
+        assert "by prompt" in str(table.border_title)
+        await pilot.press("s")  # only running ones, still by prompt
+        running = [i for i, r in requests.items() if r["status"] == "running"]
+        assert sorted(table_ids(table)) == sorted(running) and running
+        await pilot.press("space")  # a round later the filter holds
+        now = {r["id"]: r["status"] for r in app.session.snapshot()["requests"]}
+        assert all(now[i] == "running" for i in table_ids(table))
+        await pilot.press("s", "s", "s")  # queued, finished, then all again
+        for _ in ORDERS:
+            await pilot.press("o")
+        assert table_ids(table) == list(now) and str(table.border_title) == "Requests"
