@@ -98,7 +98,28 @@ def _publish(event: Event) -> str:
 
 def _preempt(event: Event) -> str:
     lost = plural(event["lost_positions"], "position")
-    return f"preempted: lost {lost} ({event['reason']})"
+    kept = event.get("kept_positions")
+    if kept is None:  # a trace from before preempted requests offered their prefix
+        return f"preempted: lost {lost} ({event['reason']})"
+    return (
+        f"preempted: gave back {lost}; the cache keeps {kept}, "
+        f"{plural(event['recompute_positions'], 'position')} to recompute ({event['reason']})"
+    )
+
+
+def _schedule(event: Event) -> str:
+    budget = event.get("budget")
+    parts = []
+    for part in event.get("requests", []):
+        kinds = [f"{kind} {part[kind]}" for kind in ("prefill", "decode", "draft") if part[kind]]
+        parts.append(f"{part['request_id']} {' + '.join(kinds)}")
+    of = f" of {budget}" if budget is not None else ""
+    return f"schedule {plural(event['rows'], 'row')}{of}: " + ", ".join(parts)
+
+
+def _prefill(event: Event) -> str:
+    rows = plural(event["stop"] - event["start"], "row")
+    return f"prefill {rows}: positions {event['start']}-{event['stop'] - 1} of {event['total']}"
 
 
 def _evict(event: Event) -> str:
@@ -127,6 +148,8 @@ _FORMATTERS: dict[str, Callable[[Event], str]] = {
     "restore": _restore,
     "draft": _draft,
     "budget": _budget,
+    "schedule": _schedule,
+    "prefill": _prefill,
     "verify": _verify,
     "commit": _commit,
     "publish": _publish,

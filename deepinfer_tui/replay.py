@@ -24,6 +24,7 @@ from .tracefile import (
     VERSION,
     TraceError,
     TraceFile,
+    events_as_of,
     jsonable,
     load_trace,
     model_identities,
@@ -197,7 +198,7 @@ class Replay:
                 k for k in set(config) | set(recorded) if jsonable(config.get(k)) != recorded.get(k)
             )
             return f"config differs from the scenario's in {', '.join(changed)}"
-        got = jsonable(self.session.log())
+        got = events_as_of(jsonable(self.session.log()), self.trace.version)
         expected = self.trace.events
         for index, (want, have) in enumerate(zip(expected, got)):
             if want != have:

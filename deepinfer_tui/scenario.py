@@ -112,6 +112,9 @@ class Scenario:
         recovery_mode: str | None = None,
         keep: int | None = None,
         undo_depth: int | None = None,
+        token_budget: int | str | None = None,
+        long_prefill_threshold: int | None = None,
+        schedule_policy: str | None = None,
         greedy: bool = False,
         no_fast_paths: bool = False,
     ) -> Scenario:
@@ -126,9 +129,13 @@ class Scenario:
             ("recovery_mode", recovery_mode),
             ("keep", keep),
             ("undo_depth", undo_depth),
+            ("long_prefill_threshold", long_prefill_threshold),
+            ("schedule_policy", schedule_policy),
         ):
             if value is not None:
                 config[key] = value
+        if token_budget is not None:  # "none": no limit
+            config["token_budget"] = None if token_budget == "none" else token_budget
         if no_fast_paths:
             config["fast_paths"] = False
         if batch_budget is not None and config.get("cost_curve"):
@@ -376,8 +383,9 @@ def _parse_event(raw: Any, index: int, fail: Fail) -> ScenarioEvent:
 def _parse_submit(submit: Any, where: str, fail: Fail) -> dict[str, Any]:
     """A submit's fields, shapes only (tokens are checked against the model later), with
     max_tokens filled in."""
-    if not isinstance(submit, dict) or set(submit) - {"id", "prompt", "max_tokens", "eos_id"}:
-        raise fail(where, "must be an object with prompt, max_tokens, eos_id, id")
+    fields = {"id", "prompt", "max_tokens", "eos_id", "priority"}
+    if not isinstance(submit, dict) or set(submit) - fields:
+        raise fail(where, "must be an object with prompt, max_tokens, eos_id, id, priority")
     if "prompt" not in submit:
         raise fail(where, "needs a prompt (a list of token ids)")
     named = submit.get("id")
@@ -391,4 +399,7 @@ def _parse_submit(submit: Any, where: str, fail: Fail) -> dict[str, Any]:
         raise fail(
             f"{where}.max_tokens", f"must be a non-negative integer, got {shown(max_tokens)}"
         )
+    priority = submit.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise fail(f"{where}.priority", f"must be an integer, got {shown(priority)}")
     return {"max_tokens": max_tokens, **submit}

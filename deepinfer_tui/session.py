@@ -211,9 +211,15 @@ class Session:
         self._record({"op": "rollback", "id": request_id, "tokens": int(tokens)})
         return removed
 
-    def submit(self, prompt: list[int], max_tokens: int = 8, eos_id: int | None = None) -> str:
+    def submit(
+        self, prompt: list[int], max_tokens: int = 8, eos_id: int | None = None, priority: int = 0
+    ) -> str:
         request_id = self.engine.submit(
-            prompt, max_tokens=max_tokens, eos_id=eos_id, request_id=self._free_id()
+            prompt,
+            max_tokens=max_tokens,
+            eos_id=eos_id,
+            request_id=self._free_id(),
+            priority=priority,
         )
         self._submitted[len(self.operations)] = request_id
         settings = self.engine.settings(request_id)  # its settings as the engine keeps them
@@ -274,7 +280,12 @@ class Session:
         elif op == "rollback":
             self.rollback(operation["id"], operation.get("tokens", 1))
         elif op == "submit":
-            self.submit(operation["prompt"], operation["max_tokens"], operation.get("eos_id"))
+            self.submit(
+                operation["prompt"],
+                operation["max_tokens"],
+                operation.get("eos_id"),
+                operation.get("priority", 0),
+            )
         elif op == "clock":
             self.advance_clock(operation["seconds"])
         else:
@@ -314,6 +325,7 @@ class Session:
                     max_tokens=submit["max_tokens"],
                     eos_id=submit.get("eos_id"),
                     request_id=event.request_id,  # chosen when the scenario was parsed
+                    priority=submit.get("priority", 0),
                 )
             if event.cancel is not None:
                 self.engine.cancel(event.cancel)

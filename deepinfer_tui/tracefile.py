@@ -4,9 +4,9 @@ A trace holds what is needed to re-run a session exactly (scenario, which fixes 
 and seed, plus the list of user operations) and what that run produced (every engine event and
 session note). `replay.py` re-executes a trace and compares what it produces with it.
 
-Schema (version 1), one JSON object:
+Schema (version 2), one JSON object:
     format      "deepinfer-trace"
-    version     1
+    version     2 (a version-1 trace still loads: see EVENTS_ADDED)
     scenario    Scenario.to_dict() (models, config, seed, timed events)
     config      the engine configuration the run used (EngineConfig.to_dict())
     seed        the scenario seed (must equal the scenario's)
@@ -31,7 +31,19 @@ from .scenario import Scenario, ScenarioError, parse_scenario
 from .session import Session
 
 FORMAT = "deepinfer-trace"
-VERSION = 1
+VERSION = 2
+OLDEST_VERSION = 1
+# What each version's engine added to the events: a replay of an older trace compares the events
+# as that version recorded them (the kinds and fields it had), so old traces still prove a run.
+EVENTS_ADDED: dict[int, tuple[frozenset[str], dict[str, frozenset[str]]]] = {
+    2: (  # the token budget and chunked prefill (issue 22)
+        frozenset({"schedule", "prefill"}),
+        {
+            "queued": frozenset({"priority"}),
+            "preempt": frozenset({"kept_positions", "recompute_positions"}),
+        },
+    ),
+}
 REQUIRED_FIELDS = ("scenario", "config", "seed", "models", "operations", "events")
 
 # Fields every recorded operation needs, with a check and what to say when it fails.
@@ -101,6 +113,7 @@ class TraceFile:
     # Where the saved session stood; re-execution must end there too (None: not recorded).
     tick: int | None = None
     clock: float | None = None
+    version: int = VERSION
 
 
 def load_trace(path: str | Path) -> TraceFile:
@@ -140,6 +153,7 @@ def parse_trace(data: Any, source: str = "<trace>") -> TraceFile:
         events=data["events"],
         tick=tick,
         clock=None if clock is None else float(clock),
+        version=data["version"],
     )
 
 
@@ -157,11 +171,41 @@ def _check_format(data: Any, fail: Fail) -> None:
             f"trace version {version} is newer than this deepinfer-tui reads (version "
             f"{VERSION}); upgrade deepinfer-tui to open it"
         )
-    if version < VERSION:
+    if version < OLDEST_VERSION:
         raise fail(
             f"trace version {version} is older than this deepinfer-tui reads (version "
-            f"{VERSION}); re-export it with the release that wrote it"
+            f"{OLDEST_VERSION} to {VERSION}); re-export it with the release that wrote it"
         )
+
+
+def events_as_of(events: list[dict[str, Any]], version: int) -> list[dict[str, Any]]:
+    """The events as a trace of `version` records them: kinds and fields added later left out."""
+    kinds: set[str] = set()
+    fields: dict[str, set[str]] = {}
+    for added, (new_kinds, new_fields) in EVENTS_ADDED.items():
+        if added > version:
+            kinds |= new_kinds
+            for kind, names in new_fields.items():
+                fields.setdefault(kind, set()).update(names)
+    if not kinds and not fields:
+        return events
+    kept: list[dict[str, Any]] = []
+    # A session note counts the engine events before it: count only those kept.
+    kept_before = [0]
+    for event in events:
+        kind = event.get("kind")
+        if kind == "note":
+            index = event.get("trace_index")
+            if isinstance(index, int) and 0 <= index < len(kept_before):
+                event = {**event, "trace_index": kept_before[index]}
+            kept.append(event)
+            continue
+        kept_before.append(kept_before[-1] + (kind not in kinds))
+        if kind in kinds:
+            continue
+        dropped = fields.get(kind)  # type: ignore[arg-type]
+        kept.append({k: v for k, v in event.items() if k not in dropped} if dropped else event)
+    return kept
 
 
 def _check_settings(data: dict[str, Any], fail: Fail) -> None:
@@ -227,6 +271,8 @@ def _check_submit(operation: dict[str, Any], where: str, fail: Fail) -> None:
             f"{where}: submit max_tokens must be a non-negative integer, "
             f"got {operation['max_tokens']!r}"
         )
+    if not _is_int(operation.get("priority", 0)):
+        raise fail(f"{where}: submit priority must be an integer, got {operation['priority']!r}")
     eos_id = operation.get("eos_id")
     if eos_id is not None and not _is_int(eos_id):
         raise fail(f"{where}: submit eos_id must be an integer or null, got {eos_id!r}")

@@ -110,11 +110,12 @@ class BlockManager:
         return self.pool.blocks_to_copy(request.table, firsts)
 
     def blocks_needed(
-        self, request: Request, copies: list[int], nodes: int
+        self, request: Request, copies: list[int], stop: int
     ) -> tuple[int, list[int]]:
-        """Blocks to take for `nodes` speculative rows after the pending one, and which of the
-        table's blocks (of `copies`) those rows reach that must be copied first."""
-        needed = -(-(len(request.tokens) + nodes) // self.block_size)
+        """Blocks to take for the request's rows before position `stop` (a prefill chunk's end,
+        or the pending position plus its speculative rows), and which of the table's blocks
+        (of `copies`) those rows reach that must be copied first."""
+        needed = -(-stop // self.block_size)
         shared = [index for index in copies if index < needed]
         return max(0, needed - len(request.table)) + len(shared), shared
 

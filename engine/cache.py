@@ -120,7 +120,9 @@ class PrefixCache:
             return None
         return self._pop_oldest()
 
-    def lookup(self, key: str, wanted: tuple[int, ...], *, now: float, exact: bool) -> Lookup:
+    def lookup(
+        self, key: str, wanted: tuple[int, ...], *, now: float, exact: bool, touch: bool = True
+    ) -> Lookup:
         """Longest usable cached prefix of `wanted` (hot preferred on a tie).
 
         In exact mode any prefix of an entry is usable, because a row depends only on the tokens
@@ -144,7 +146,8 @@ class PrefixCache:
         if best is None:
             return Lookup("cold", 0, None, "no live cached prefix for these tokens")
         common, hot_rank, entry = best
-        self._use((entry.key, entry.tokens), entry)
+        if touch:  # a restore uses the entry; a policy only asks how long the match is
+            self._use((entry.key, entry.tokens), entry)
         positions = counted(common, "position")
         if hot_rank:
             return Lookup(

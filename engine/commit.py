@@ -66,6 +66,9 @@ def commit(
         "dropped_blocks": dropped,
         "speculative_positions": list(range(n, n + verified_nodes)),
     }
+    prompt_rows = len(verified.item.tokens) - verified_nodes
+    if prompt_rows > 1:  # this round ended a prefill: its last chunk
+        log.emit("prefill", request.request_id, start=consumer, stop=n, total=n)
     log.emit("verify", request.request_id, nodes=tree_view["nodes"])
     log.emit(
         "commit",
@@ -89,16 +92,35 @@ def _move_accepted_rows(blocks: BlockManager, verified: Verified, path: list[int
             blocks.move_row("target", slots[source_row], slots[target_row])
 
 
-def _count(counters: dict[str, int], verified: Verified, accepted: int, committed: int) -> None:
+def commit_chunk(
+    verified: Verified, blocks: BlockManager, counters: dict[str, int], log: EventLog,
+    cache_key: Callable[[], str],
+) -> None:  # fmt: skip
+    """A prefill chunk that stops before the pending position: its rows become committed
+    (the request's cursor moves on); no token, no draft."""
+    request = verified.request
+    encoder, consumer = request.cursors["target"]
+    stop = consumer + len(verified.out)
+    request.cursors["target"] = [max(encoder, stop), stop]
+    blocks.seal(request, consumer, stop)
+    blocks.hash_full_blocks(request, stop, cache_key)
+    _count_rows(counters, verified)
+    log.emit("prefill", request.request_id, start=consumer, stop=stop, total=len(request.tokens))
+
+
+def _count_rows(counters: dict[str, int], verified: Verified) -> None:
     request, item = verified.request, verified.item
-    depth = verified.depth
     counters["encoder_rows"] += len(item.tokens) - item.replay
     consumer_rows = (
         len(item.tokens)
         if not request.consumer_from
         else int(np.sum(item.positions >= request.consumer_from))
     )
-    counters["consumer_rows"] += consumer_rows * depth
+    counters["consumer_rows"] += consumer_rows * verified.depth
+
+
+def _count(counters: dict[str, int], verified: Verified, accepted: int, committed: int) -> None:
+    _count_rows(counters, verified)
     counters["accepted"] += accepted
     counters["verified"] += len(verified.selected)
     counters["committed_tokens"] += committed

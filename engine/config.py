@@ -15,6 +15,9 @@ from .speculation.budget import validate_cost_curve
 # Positions one pool may hold: far beyond any use here (at width 32 a position's target rows
 # take 3.3 KB, so this many would need 55 GB).
 MAX_POOL_POSITIONS = 2**24
+# fcfs: arrival order; priority: smaller `priority` first (vLLM); lpm: longest cached prefix
+# first (SGLang's cache-aware policy).
+SCHEDULE_POLICIES = ("fcfs", "priority", "lpm")
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -49,6 +52,11 @@ class EngineConfig:
     # The model's speed tricks (chain path, length groups, chunking, padded contexts, work
     # buffers); False runs the plain tree-masked forward alone, for reading and stepping.
     fast_paths: bool = True
+    # Target rows one round computes, all requests together (prefill chunks, pending positions
+    # and verified draft nodes), as vLLM v1's per-step token budget; None = unbounded.
+    token_budget: int | None = 2048
+    long_prefill_threshold: int | None = None  # rows of one request's prompt chunk per round
+    schedule_policy: str = "fcfs"  # admission order: fcfs | priority | lpm
 
     def __post_init__(self) -> None:
         for name in (
@@ -84,9 +92,13 @@ class EngineConfig:
             raise ValueError(
                 f"{sizes} positions is more than a pool may hold ({MAX_POOL_POSITIONS})"
             )
-        if self.draft_context is not None:
-            object.__setattr__(
-                self, "draft_context", _check_int("draft_context", self.draft_context, 1)
+        for name in ("draft_context", "token_budget", "long_prefill_threshold"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _check_int(name, getattr(self, name), 1))
+        if self.schedule_policy not in SCHEDULE_POLICIES:
+            raise ValueError(
+                f"unknown schedule_policy {self.schedule_policy!r}; "
+                f"use one of {', '.join(SCHEDULE_POLICIES)}"
             )
         for name in ("state_ttl", "prefix_ttl"):
             value = getattr(self, name)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .blocks import BlockManager
 from .clock import Clock
-from .commit import commit
+from .commit import commit, commit_chunk
 from .config import EngineConfig, RequestError, Result
 from .history import Checkpoint, History
 from .kv import BlockPool, pool_blocks
@@ -21,7 +21,7 @@ from .prefixes import Prefixes
 from .request import COUNTERS, Event, EventLog, Request, new_request, shown
 from .rows import FinishedRows
 from .runner import Runner, Verified
-from .scheduler import Scheduler
+from .scheduler import Scheduled, Scheduler
 from .speculation.drafter import drafter_for
 from .views import Views
 
@@ -84,6 +84,7 @@ class Engine:
         self.drafter = drafter_for(
             draft, self.runner, cfg, self.counters, reads_target=self.draft_reads_target
         )
+        self.scheduler.drafts = draft is not None
         self.views = Views(
             cfg, self.models, self.requests, self.scheduler.queue, self.scheduler.finished,
             self.blocks,
@@ -126,8 +127,10 @@ class Engine:
         max_tokens: int = 16,
         eos_id: int | None = None,
         request_id: str | None = None,
+        priority: int = 0,
     ) -> str:
-        """Queue a request; validates everything before changing anything."""
+        """Queue a request; validates everything before changing anything. `priority` orders
+        admission under the priority policy (smaller first)."""
         request = new_request(
             self.target,
             self.config,
@@ -137,6 +140,7 @@ class Engine:
             max_tokens,
             eos_id,
             request_id,
+            priority,
         )
         self.requests[request.request_id] = request
         self.scheduler.queue.append(request.request_id)
@@ -145,16 +149,19 @@ class Engine:
             request.request_id,
             prompt_positions=len(request.prompt),
             max_tokens=request.max_tokens,
+            **({"priority": request.priority} if request.priority else {}),
         )
         return request.request_id
 
     def settings(self, request_id: str) -> dict[str, object]:
-        """A request's settings as the engine keeps them: prompt, max_tokens, eos_id."""
+        """A request's settings as the engine keeps them: prompt, max_tokens, eos_id,
+        priority."""
         request = self._get(request_id)
         return {
             "prompt": list(request.prompt),
             "max_tokens": request.max_tokens,
             "eos_id": request.eos_id,
+            "priority": request.priority,
         }
 
     def request_ids(self) -> list[str]:
@@ -322,10 +329,10 @@ class Engine:
         now = self.now()
         self._fail_stale_requests()  # models whose weights were replaced
         self.prefixes.expire(now)
-        batch = self.scheduler.admit(now)  # schedule
-        if not batch:
+        plan = self.scheduler.admit(now)  # schedule, inside the token budget
+        if not plan.batch:
             return
-        drafted = self.drafter.propose(batch, self._fail)  # draft
+        drafted = self.drafter.propose(plan.batch, self._fail)  # draft
         for proposal in drafted.grown:
             request, proposed = proposal.request, len(proposal.tree) - 1
             request.proposed += proposed
@@ -333,23 +340,54 @@ class Engine:
             self.log.emit("draft", request.request_id, **proposal.tree.to_dict())
         if not drafted.proposals:
             return
-        plans = self.scheduler.budget(drafted.proposals)  # the verification budget
+        plans = self.scheduler.budget(drafted.proposals, plan)  # verification and blocks
         if not plans:
             return
-        context = drafted.context_for([plan.proposal for plan in plans])
+        self._emit_schedule(plans, now)
+        context = drafted.context_for([each.proposal for each in plans])
         verified = self.runner.verify(plans, context, self._fail)  # verify
         self.counters["target_forwards"] += 1
         for each in verified:
             self._commit(each, now)  # commit and finish
 
+    def _emit_schedule(self, plans: list[Scheduled], now: float) -> None:
+        """What the round computes, request by request, against the token budget."""
+        parts = []
+        for each in plans:
+            request = each.request
+            stop = len(request.tokens) if each.stop is None else each.stop
+            rows = stop - request.cursor("target")[1]
+            prefill = rows if rows > 1 else 0
+            parts.append(
+                {
+                    "request_id": request.request_id,
+                    "prefill": prefill,
+                    "decode": rows - prefill,
+                    "draft": len(each.selected),
+                }
+            )
+        self.log.emit(
+            "schedule",
+            None,
+            budget=self.config.token_budget,
+            rows=sum(p["prefill"] + p["decode"] + p["draft"] for p in parts),
+            requests=parts,
+            clock=now,
+        )
+
     def _commit(self, verified: Verified, now: float) -> None:
-        """Commit one request's tokens, publish a new prefix, finish or queue the request."""
+        """Commit one request's tokens (or its prefill chunk), publish a new prefix, finish
+        or queue the request."""
         request = verified.request
+        if request.identities is None:  # its first computed rows
+            request.identities = self.prefixes.identities()
+        if verified.plan.stop is not None:
+            commit_chunk(verified, self.blocks, self.counters, self.log, self.prefixes.key)
+            self.scheduler.queue.append(request.request_id)
+            return
         new_tokens, exhausted = commit(
             verified, self.blocks, self.drafter, self.counters, self.log, self.prefixes.key
         )
-        if request.identities is None:  # its first computed rows
-            request.identities = self.prefixes.identities()
         if request.fresh:
             request.fresh = False
             self.prefixes.publish(request, now)

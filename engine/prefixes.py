@@ -46,6 +46,11 @@ class Prefixes:
         exact = self.config.recovery_mode == "exact"
         return self.cache.lookup(self.key(), tokens, now=now, exact=exact)
 
+    def cached_length(self, tokens: tuple[int, ...], now: float) -> int:
+        """Positions of `tokens` a restore would reuse now (no entry counts as used)."""
+        exact = self.config.recovery_mode == "exact"
+        return self.cache.lookup(self.key(), tokens, now=now, exact=exact, touch=False).reused
+
     def publish(self, request: Request, now: float) -> None:
         """Offer the request's stored prefix (every model's rows) to the cache."""
         boundary = min(min(c) for c in request.cursors.values())

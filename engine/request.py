@@ -54,6 +54,10 @@ class Request:
     last_commit: dict[str, Any] | None = None
     final: FinishedRows | None = None  # what committed_state reads, copied out at finish
     preemptions: int = 0
+    priority: int = 0  # the priority policy admits smaller values first
+    arrival: int = 0  # submission order (ties of the priority policy)
+    waiting_for: str | None = None  # why the last round did not run it (None: it ran)
+    needs_blocks: int = 0  # free blocks it waits for (deferred for space), 0 once it has them
     hashed: int = 0  # leading blocks whose prefix hash is set
     # The models' identities its KV and generated tokens came from (None: nothing computed).
     identities: dict[str, str] | None = None
@@ -200,12 +204,15 @@ def new_request(
     max_tokens: object,
     eos_id: object,
     request_id: object,
+    priority: object = 0,
 ) -> Request:
     """A checked new request (ids not in `taken`); raises ValueError naming the bad field."""
     tokens = target.check_tokens(prompt, "prompt")
     if not is_integer(max_tokens) or max_tokens < 0:  # type: ignore[operator]
         raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
     max_tokens = int(max_tokens)  # type: ignore[call-overload]
+    if not is_integer(priority):
+        raise ValueError(f"priority must be an integer, got {shown(priority)}")
     eos_id = target.check_eos_id(eos_id)
     if request_id is None:
         number = len(taken) + 1
@@ -223,7 +230,9 @@ def new_request(
             f"request needs {blocks} blocks ({len(tokens)} prompt + {max_tokens} new "
             f"positions) but the pool has only {num_blocks}: raise {setting}"
         )
-    return Request(request_id, tokens, max_tokens, eos_id, list(tokens))
+    request = Request(request_id, tokens, max_tokens, eos_id, list(tokens))
+    request.priority, request.arrival = int(priority), len(taken)  # type: ignore[call-overload]
+    return request
 
 
 def check_request_id(request_id: object) -> str:

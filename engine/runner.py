@@ -52,17 +52,19 @@ class Runner:
 
     # -- inputs -----------------------------------------------------------------------------
 
-    def catch_up_item(self, request: Request, role: str) -> RowBatchItem:
-        """Rows from the role's cursor to the pending token (replay rows first)."""
+    def catch_up_item(self, request: Request, role: str, stop: int | None = None) -> RowBatchItem:
+        """Rows from the role's cursor to the pending token (replay rows first), or to `stop`
+        for a prefill chunk: then the item is that of the prompt cut at `stop`."""
         encoder, consumer = request.cursor(role)
-        n = len(request.tokens)
+        n = len(request.tokens) if stop is None else stop
+        encoder = min(encoder, n)
         window = self.blocks.kv_models[role].window
         local_start = min(max(0, consumer - window + 1, request.consumer_from), consumer)
         return RowBatchItem(
             context=self.blocks.stored(request, role, 0, encoder),
             local=self.blocks.stored(request, role, local_start, consumer),
             local_positions=np.arange(local_start, consumer),
-            tokens=np.array(request.tokens[consumer:]),
+            tokens=np.array(request.tokens[consumer:n]),
             positions=np.arange(consumer, n),
             parents=np.arange(-1, n - consumer - 1),
             replay=encoder - consumer,
@@ -174,6 +176,9 @@ class Runner:
         built = []
         for plan in plans:
             request, proposal = plan.request, plan.proposal
+            if plan.stop is not None:  # a prefill chunk: rows only, nothing to verify
+                built.append((self.catch_up_item(request, "target", plan.stop), {}))
+                continue
             base = proposal.base or self.catch_up_item(request, "target")
             built.append(self.verify_item(request, base, proposal.tree, plan.selected))
         outputs, flat = self.forward(self.target, [item for item, _ in built], context)

@@ -192,6 +192,27 @@ class Views:
             )
         return blocks
 
+    def _schedule_state(self, request: Request) -> dict[str, Any]:
+        """What the scheduler is doing with the request, in words a person reads: queued,
+        prefilling (with progress), decoding, waiting (with what for), preempted, finished."""
+        computed = request.cursor("target")[1] if request.table else 0
+        total = len(request.tokens)
+        if request.finished:
+            state = "finished"
+        elif not request.admitted:
+            state = "preempted" if request.preemptions else "queued"
+        elif request.waiting_for is not None:
+            state = "waiting"
+        else:
+            state = "prefilling" if total - computed > 1 else "decoding"
+        return {
+            "state": state,
+            "waiting_for": None if request.finished else request.waiting_for,
+            "computed_positions": computed,
+            "prefill_total": total,
+            "priority": request.priority,
+        }
+
     def _build(
         self, request: Request, tick: int, states: dict[int, str], refcounts: list[int]
     ) -> dict[str, Any]:
@@ -209,6 +230,7 @@ class Views:
             "eos_id": request.eos_id,
             "pending_token": request.tokens[-1],
             "committed_positions": cursor,
+            **self._schedule_state(request),
             # Stored positions the pending token's local attention reads (it sees itself too).
             "window": [max(0, cursor - self.models["target"].window + 1), cursor],
             "restore": request.restore,

@@ -80,6 +80,11 @@ def non_negative(text: str) -> int:
     return _whole(text, 0)
 
 
+def positive_or_none(text: str) -> int | str:
+    """A positive integer, or "none" (no limit)."""
+    return "none" if text.strip().lower() == "none" else _whole(text, 1)
+
+
 def token_list(text: str) -> list[int]:
     """ "1,2,3" (commas and/or spaces) -> [1, 2, 3]; the vocabulary is checked later."""
     try:
@@ -118,8 +123,15 @@ _ENGINE_FLAGS = (
         "only ones whose consumers run)",
     ),
     ("undo-depth", non_negative, "rounds that undo can rewind (0: no undo history)"),
+    (
+        "token-budget",
+        positive_or_none,
+        "target rows one round computes, all requests together (none: no limit)",
+    ),
+    ("long-prefill-threshold", positive, "at most this many prompt rows of one request a round"),
 )
 ENGINE_SETTINGS = [flag.replace("-", "_") for flag, *_ in _ENGINE_FLAGS] + [
+    "schedule_policy",
     "recovery_mode",
     "greedy",
     "no_fast_paths",
@@ -132,6 +144,12 @@ def add_engine_options(parser: argparse.ArgumentParser, prefix: str = "") -> Non
     for flag, kind, text in _ENGINE_FLAGS:
         dest = prefix + flag.replace("-", "_")
         group.add_argument(f"--{flag}", type=kind, metavar="N", help=text, dest=dest)
+    group.add_argument(
+        "--schedule-policy",
+        choices=("fcfs", "priority", "lpm"),
+        dest=f"{prefix}schedule_policy",
+        help="admission order: fcfs (arrival, default), priority, lpm (longest cached prefix)",
+    )
     group.add_argument(
         "--recovery-mode",
         choices=("exact", "mask", "compact"),

@@ -41,6 +41,8 @@ KIND_STYLES: dict[str, str] = {
     "note": "italic",
     "draft": "bright_black",
     "budget": "bright_black",
+    "schedule": "bright_black",
+    "prefill": "cyan",
     "verify": "bright_black",
 }
 

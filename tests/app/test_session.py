@@ -289,7 +289,13 @@ def test_operations_given_numpy_values_are_recorded_as_json_and_replay_exactly()
     session.rollback(added, np.int64(1))  # type: ignore[arg-type]
     data = json.loads(json.dumps(trace_data(session)))  # raised TypeError on np.int64 before
     submit = next(op for op in data["operations"] if op["op"] == "submit")
-    assert submit == {"op": "submit", "prompt": [1, 2, 3], "max_tokens": 4, "eos_id": 5}
+    assert submit == {
+        "op": "submit",
+        "prompt": [1, 2, 3],
+        "max_tokens": 4,
+        "eos_id": 5,
+        "priority": 0,
+    }
     replay = Replay(parse_trace(data))
     while replay.forward():
         pass

@@ -267,7 +267,9 @@ def history_growth_per_round(prompt_length: int) -> float:
     """Traced bytes each round adds with undo history on, 8 requests of `prompt_length`."""
     engine = Engine(
         TinyModel(seed=3),
-        config=EngineConfig(max_active=8, num_blocks=1200, block_size=16, undo_depth=1000),
+        config=EngineConfig(
+            max_active=8, num_blocks=1200, block_size=16, undo_depth=1000, token_budget=None
+        ),
         clock=ManualClock(),
     )
     for i in range(8):

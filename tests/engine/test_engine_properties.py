@@ -38,7 +38,12 @@ Operation = tuple[Any, ...]
 
 PROMPTS = st.lists(st.integers(0, 5), min_size=1, max_size=6)  # small alphabet: shared prefixes
 ARGUMENTS: dict[str, tuple[st.SearchStrategy[Any], ...]] = {
-    "submit": (PROMPTS, st.integers(0, 6), st.sampled_from([None, None, 0, 6, 17, 25])),
+    "submit": (
+        PROMPTS,
+        st.integers(0, 6),
+        st.sampled_from([None, None, 0, 6, 17, 25]),
+        st.integers(-1, 2),  # priority (the priority policy admits smaller values first)
+    ),
     "step": (),
     "cancel": (st.integers(0, 7),),
     "rollback": (st.integers(0, 7), st.integers(1, 4)),
@@ -97,6 +102,10 @@ def setups(draw: st.DrawFn, *, pool: str) -> Setup:
         max_batch_tokens=draw(st.integers(1, 16)),
         block_size=block_size,
         draft_context=draw(st.sampled_from([None, None, 1, 3])),
+        # Small budgets cut the short prompts here into chunks across rounds.
+        token_budget=draw(st.sampled_from([None, 2048, 1, 2, 3, 5])),
+        long_prefill_threshold=draw(st.sampled_from([None, None, 1, 2])),
+        schedule_policy=draw(st.sampled_from(["fcfs", "priority", "lpm"])),
     )
     if pool == "roomy":  # never short of blocks, cache slots or history
         config.update(
@@ -129,7 +138,8 @@ def setups(draw: st.DrawFn, *, pool: str) -> Setup:
 def comparable(snapshot: dict[str, Any]) -> dict[str, Any]:
     """What undo must restore exactly: everything but the clock, the history's own size and
     which idle blocks are still kept for the history (history trimmed for space in between
-    frees blocks the rewound state had retained for it)."""
+    frees blocks the rewound state had retained for it; a freed block its request dropped that
+    round then shows as dropped rather than retained)."""
     view = strip_clock(snapshot)
     view.pop("undo")
     blocks = view["metrics"]["blocks"]
@@ -137,7 +147,7 @@ def comparable(snapshot: dict[str, Any]) -> dict[str, Any]:
     blocks["used"] -= blocks["retained"]
     blocks["retained"] = 0
     for block in view["pool"]["blocks"]:
-        if block["state"] == "retained":
+        if block["state"] in ("retained", "dropped"):
             block["state"] = "free"
     return view
 
@@ -150,10 +160,11 @@ def apply(engine: Engine, clock: TrippingClock, operations: list[Operation]) -> 
         kind = operation[0]
         ids = [view["id"] for view in engine.snapshot()["requests"]]
         if kind == "submit":
-            _, prompt, max_tokens, eos_id = operation
+            _, prompt, max_tokens, eos_id, *rest = operation
             before = engine.snapshot()
             try:
-                engine.submit(prompt, max_tokens=max_tokens, eos_id=eos_id)
+                priority = rest[0] if rest else 0
+                engine.submit(prompt, max_tokens=max_tokens, eos_id=eos_id, priority=priority)
             except ValueError as error:  # only a prompt that can never fit may be refused
                 assert "blocks" in str(error)
                 assert engine.snapshot() == before
@@ -194,7 +205,13 @@ def apply(engine: Engine, clock: TrippingClock, operations: list[Operation]) -> 
                 round_events = engine.step()
             except KeyboardInterrupt:
                 unwire()
-                assert engine.snapshot() == before, f"interrupt at {where} changed the engine"
+                after = engine.snapshot()
+                if after != before:  # only if the round trimmed history, then wrote rows into
+                    # the blocks it had retained: those rounds cannot come back (see
+                    # test_engine_interrupts), and nothing else may differ
+                    assert after["undo"]["available"] < before["undo"]["available"], where
+                    assert comparable(after) == comparable(before), f"interrupt at {where}"
+                    del before_steps[: max(0, len(before_steps) - engine.undo_available)]
                 assert engine.trace[-1]["kind"] == "step_aborted"
             else:  # the round never made that many calls there: it simply ran
                 unwire()
@@ -203,9 +220,23 @@ def apply(engine: Engine, clock: TrippingClock, operations: list[Operation]) -> 
                 del before_steps[: max(0, len(before_steps) - engine.undo_available)]
         check_block_invariants(engine)
         check_nothing_orphaned(engine)
+        check_token_budget(engine)
         if kind in ("rollback", "undo"):
             check_live_prefixes(engine)
     return events
+
+
+def check_token_budget(engine: Engine) -> None:
+    """No round computed more target rows than the token budget, and a prefill's chunks
+    stayed within `long_prefill_threshold`."""
+    budget = engine.config.token_budget
+    threshold = engine.config.long_prefill_threshold
+    for event in engine.trace:
+        if event["kind"] == "schedule":
+            assert budget is None or event["rows"] <= budget, event
+            parts = event["requests"]
+            assert event["rows"] == sum(p["prefill"] + p["decode"] + p["draft"] for p in parts)
+            assert threshold is None or all(p["prefill"] <= threshold for p in parts), event
 
 
 def finish_and_check(engine: Engine, clock: TrippingClock, *, rewind: bool) -> list[dict]:

@@ -1,0 +1,236 @@
+"""The token budget, chunked prefill and the schedule policies (issue 22).
+
+One budget per round covers every target row (prefill chunks, pending positions, verified draft
+nodes), as vLLM v1's scheduler spends `max_num_batched_tokens`: running requests first, then
+prefills in progress, then new admissions. Tokens never depend on the budget or the policy.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import Engine, EngineConfig, TinyModel, make_draft
+from tests.engine.helpers import (
+    ManualClock,
+    check_all_finished,
+    check_block_invariants,
+    events_of,
+    request_view,
+)
+
+BLOCK = 4
+BUDGETS = [1, 2, 3, BLOCK - 1, BLOCK, BLOCK + 1, 64, None]
+PROMPTS = [
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+    [1, 2, 3, 4, 5, 6, 20, 21],
+    [7] * 19,
+    [3, 1],
+]
+
+
+def build(
+    draft: str = "none", *, window: int = 4, clock: ManualClock | None = None, **config: object
+) -> Engine:
+    target = TinyModel(seed=5, window=window)
+    drafts = {
+        "none": None,
+        "early exit": make_draft(target, seed=9),  # reads the target's rows
+        "own rows": TinyModel(seed=9, window=window, depth=1),  # keeps rows of its own
+    }
+    settings = dict(block_size=BLOCK, num_blocks=64, max_active=3)
+    settings.update(config)
+    return Engine(
+        target, drafts[draft], config=EngineConfig(**settings), clock=clock or ManualClock()
+    )
+
+
+def run_checked(engine: Engine, max_rounds: int = 400) -> list[dict]:
+    events = []
+    for _ in range(max_rounds):
+        if engine.idle:
+            break
+        events += engine.step()
+        check_block_invariants(engine)
+    assert engine.idle
+    return events
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+@pytest.mark.parametrize("window", [2, 4])
+@pytest.mark.parametrize("draft", ["none", "early exit", "own rows"])
+@pytest.mark.parametrize("policy", ["fcfs", "priority", "lpm"])
+def test_every_budget_policy_and_draft_gives_the_oracles_tokens_and_state(
+    budget: int | None, window: int, draft: str, policy: str
+) -> None:
+    engine = build(
+        draft, window=window, token_budget=budget, schedule_policy=policy, draft_branching=2
+    )
+    for index, prompt in enumerate(PROMPTS):
+        engine.submit(prompt, max_tokens=5, priority=-index)
+    events = run_checked(engine)
+    results = check_all_finished(engine)
+    assert [r.finish_reason for r in results] == ["length"] * len(PROMPTS)
+    for event in events_of(events, "schedule"):
+        assert budget is None or event["rows"] <= budget
+    chunked = budget is not None and budget < len(PROMPTS[2])
+    prefills = [e for e in events_of(events, "prefill") if e["request_id"] == "request-3"]
+    assert (len(prefills) > 1) == chunked
+
+
+def test_a_prompt_is_computed_in_contiguous_chunks_and_commits_only_when_complete() -> None:
+    engine = build(token_budget=5)
+    rid = engine.submit(list(range(1, 13)), max_tokens=3)
+    chunks, tokens_seen = [], []
+    while not engine.idle:
+        events = engine.step()
+        view = request_view(engine.snapshot(), rid)
+        for event in events_of(events, "prefill"):
+            chunks.append((event["start"], event["stop"], event["total"]))
+        tokens_seen.append(len(view["generated"]))
+        if view["state"] == "prefilling":
+            assert not events_of(events, "commit") and not events_of(events, "draft")
+            assert view["computed_positions"] == chunks[-1][1]
+            assert view["prefill_total"] == 12
+    # 5 rows, 5 rows, then the last 2 with the pending position: the first token.
+    assert chunks == [(0, 5, 12), (5, 10, 12), (10, 12, 12)]
+    assert tokens_seen[:3] == [0, 0, 1]
+    check_all_finished(engine)
+
+
+def test_long_prefill_threshold_caps_one_requests_chunk() -> None:
+    engine = build(token_budget=64, long_prefill_threshold=4)
+    engine.submit(list(range(1, 11)), max_tokens=2)
+    events = run_checked(engine)
+    spans = [(e["start"], e["stop"]) for e in events_of(events, "prefill")]
+    assert spans == [(0, 4), (4, 8), (8, 10)]
+    check_all_finished(engine)
+
+
+def test_running_requests_are_served_before_a_long_prompt_takes_the_rest() -> None:
+    # vLLM v1: decodes first, so a long arrival does not stall requests already decoding.
+    engine = build(token_budget=8, max_active=4)
+    short = [engine.submit([i, i + 1], max_tokens=12) for i in range(3)]
+    engine.step()
+    long = engine.submit([i % 32 for i in range(40)], max_tokens=2)
+    events = engine.step()
+    (schedule,) = events_of(events, "schedule")
+    parts = {p["request_id"]: p for p in schedule["requests"]}
+    assert [parts[r]["decode"] for r in short] == [1, 1, 1]
+    assert parts[long]["prefill"] == 5  # what the three pending positions left of 8
+    assert schedule["rows"] == 8
+    run_checked(engine)
+    check_all_finished(engine)
+
+
+def test_a_request_left_without_budget_waits_and_says_why() -> None:
+    engine = build(token_budget=1, max_active=2)
+    first = engine.submit([1, 2], max_tokens=4)
+    engine.step()
+    engine.step()  # first now decodes: its pending position takes the whole budget
+    second = engine.submit([5, 6, 7], max_tokens=1)
+    engine.step()
+    view = request_view(engine.snapshot(), second)
+    assert view["state"] == "queued"
+    assert "token budget (1)" in view["waiting_for"] and "fcfs" in view["waiting_for"]
+    assert request_view(engine.snapshot(), first)["state"] == "decoding"
+    run_checked(engine)
+    check_all_finished(engine)
+
+
+def admission_order(policy: str, warm: list[int] | None = None) -> list[str]:
+    """The order in which four queued requests are first admitted, one at a time."""
+    engine = build(schedule_policy=policy, max_active=1)
+    if warm is not None:
+        engine.generate(warm, max_tokens=0)  # caches this prefix
+    prompts = [[9, 9, 9, 9, 9], [1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 30], [8, 8, 8]]
+    priorities = [2, 0, 1, 0]
+    for index, (prompt, priority) in enumerate(zip(prompts, priorities)):
+        engine.submit(prompt, max_tokens=1, request_id=f"q{index}", priority=priority)
+    events = run_checked(engine)
+    check_all_finished(engine)
+    return [e["request_id"] for e in events_of(events, "restore") if e["request_id"][0] == "q"]
+
+
+def test_golden_admission_orders_of_each_policy() -> None:
+    assert admission_order("fcfs") == ["q0", "q1", "q2", "q3"]
+    # Smaller priority first, ties by arrival (vLLM's priority policy).
+    assert admission_order("priority") == ["q1", "q3", "q2", "q0"]
+    # Longest cached prefix first (SGLang's lpm): q1 shares 6 cached positions, q2 three.
+    assert admission_order("lpm", warm=[1, 2, 3, 4, 5, 6, 0]) == ["q1", "q2", "q0", "q3"]
+    assert admission_order("lpm") == ["q0", "q1", "q2", "q3"]  # nothing cached: arrival
+
+
+def test_tokens_never_depend_on_the_policy_or_the_budget() -> None:
+    outputs = set()
+    for policy in ("fcfs", "priority", "lpm"):
+        for budget in (2, None):
+            engine = build(schedule_policy=policy, token_budget=budget)
+            for index, prompt in enumerate(PROMPTS):
+                engine.submit(prompt, max_tokens=4, priority=index % 2)
+            outputs.add(tuple(result.tokens for result in engine.run()))
+    assert len(outputs) == 1
+
+
+def preempted_run(policy: str) -> tuple[Engine, list[dict]]:
+    engine = build(schedule_policy=policy, num_blocks=6, max_active=3, undo_depth=0)
+    engine.submit([1, 2, 3, 4, 5, 6], max_tokens=6, request_id="low", priority=5)
+    engine.submit([7, 8, 9], max_tokens=8, request_id="high", priority=0)
+    engine.submit([4, 4], max_tokens=8, request_id="mid", priority=1)
+    return engine, run_checked(engine)
+
+
+def test_the_preemption_victim_follows_the_policy_and_the_reason_names_the_rule() -> None:
+    engine, events = preempted_run("fcfs")
+    first = events_of(events, "preempt")[0]
+    assert first["request_id"] == "mid"
+    assert "fcfs: mid was the most recently admitted" in first["reason"]
+    check_all_finished(engine)
+    engine, events = preempted_run("priority")
+    first = events_of(events, "preempt")[0]
+    assert first["request_id"] == "low"
+    assert "priority: low has the lowest priority (5)" in first["reason"]
+    check_all_finished(engine)
+
+
+def test_a_preempted_request_restores_what_the_cache_kept_of_its_prefix() -> None:
+    # The victim offers its computed prefix to the cache; nobody new is admitted while the
+    # request that needed the space waits for it, and what the cache still holds when the
+    # victim comes back is restored instead of recomputed (vLLM finds it by block hash).
+    engine = build(num_blocks=5, max_active=2, undo_depth=0, state_ttl=100.0)
+    engine.submit([21, 2], max_tokens=4)
+    engine.submit([17, 8, 15, 30, 22, 18, 22, 8, 19], max_tokens=8)
+    engine.submit([26, 5, 0, 12, 21, 10, 15], max_tokens=7)
+    events = run_checked(engine)
+    preempt = next(e for e in events_of(events, "preempt") if e["kept_positions"])
+    victim = preempt["request_id"]
+    assert preempt["kept_positions"] == preempt["lost_positions"] == 12
+    assert preempt["recompute_positions"] == 1  # only the pending position
+    after = events[events.index(preempt) :]
+    (restore, *_) = [e for e in events_of(after, "restore") if e["request_id"] == victim]
+    assert restore["cache"] == "hot" and restore["reused_positions"] == 12
+    check_all_finished(engine)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("token_budget", 0, "token_budget must be a positive integer"),
+        ("token_budget", 2.5, "token_budget must be a positive integer"),
+        ("long_prefill_threshold", 0, "long_prefill_threshold must be a positive integer"),
+        ("schedule_policy", "sjf", "unknown schedule_policy 'sjf'"),
+    ],
+)
+def test_bad_schedule_settings_are_refused_naming_the_field(
+    field: str, value: object, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        EngineConfig(**{field: value})
+
+
+@pytest.mark.parametrize("priority", [1.5, "1", True, None])
+def test_a_non_integer_priority_is_refused_and_changes_nothing(priority: object) -> None:
+    engine = build()
+    before = engine.snapshot()
+    with pytest.raises(ValueError, match="priority must be an integer"):
+        engine.submit([1, 2], priority=priority)  # type: ignore[arg-type]
+    assert engine.snapshot() == before
