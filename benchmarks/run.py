@@ -28,6 +28,7 @@ from floor import decode_floor  # noqa: E402
 from report import batch_ratios, evaluate_targets, long_ratios, render  # noqa: E402
 from tui_latency import run_tui_repeated  # noqa: E402
 from workloads import (  # noqa: E402
+    DEFAULT_WORKLOADS,
     MAX_RUNS_PER_TURN,
     TUI_WORKLOADS,
     WORKLOAD_NAMES,
@@ -144,7 +145,7 @@ def progress(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    selected = [n for n in WORKLOAD_NAMES if n in (args.workload or WORKLOAD_NAMES)]
+    selected = [n for n in WORKLOAD_NAMES if n in (args.workload or DEFAULT_WORKLOADS)]
     all_shapes = shapes(args.quick)
     time_limit = args.time_limit or (30.0 if args.quick else 180.0)
     min_turn_seconds = args.min_turn_seconds

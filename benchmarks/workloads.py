@@ -22,6 +22,8 @@ from measure import RunRecord, drive, summarise_steps
 
 WORKLOAD_NAMES = ("batch", "batch-greedy", "long", "tui", "tui-prefixes")
 TUI_WORKLOADS = ("tui", "tui-prefixes")
+# What a run without --workload measures: tui-prefixes (a minute of long prefills) on request.
+DEFAULT_WORKLOADS = tuple(name for name in WORKLOAD_NAMES if name != "tui-prefixes")
 VOCAB = 64
 
 
