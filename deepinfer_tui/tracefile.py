@@ -36,10 +36,10 @@ OLDEST_VERSION = 1
 # What each version's engine added to the events: a replay of an older trace compares the events
 # as that version recorded them (the kinds and fields it had), so old traces still prove a run.
 EVENTS_ADDED: dict[int, tuple[frozenset[str], dict[str, frozenset[str]]]] = {
-    2: (  # the token budget and chunked prefill (issue 22)
+    2: (  # the token budget and chunked prefill (issue 22), the serving metrics (issue 25)
         frozenset({"schedule", "prefill"}),
         {
-            "queued": frozenset({"priority"}),
+            "queued": frozenset({"priority", "clock"}),
             "preempt": frozenset({"kept_positions", "recompute_positions"}),
         },
     ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,9 @@ class EngineConfig:
     token_budget: int | None = 2048
     long_prefill_threshold: int | None = None  # rows of one request's prompt chunk per round
     schedule_policy: str = "fcfs"  # admission order: fcfs | priority | lpm
+    # After each round, add its batch's cost (cost_curve, or metrics.SECONDS_PER_ROW a row)
+    # to every clock reading: latencies that mean something without hardware (synthetic).
+    synthetic_clock: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -72,9 +75,10 @@ class EngineConfig:
             # Stored as int: a NumPy integer would not survive to_dict()'s JSON.
             object.__setattr__(self, name, _check_int(name, getattr(self, name), 1))
         object.__setattr__(self, "undo_depth", _check_int("undo_depth", self.undo_depth, 0))
-        if not isinstance(self.fast_paths, (bool, np.bool_)):
-            raise ValueError(f"fast_paths must be True or False, got {self.fast_paths!r}")
-        object.__setattr__(self, "fast_paths", bool(self.fast_paths))
+        for name in ("fast_paths", "synthetic_clock"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, bool(getattr(self, name)))
         if self.num_blocks is not None:
             object.__setattr__(self, "num_blocks", _check_int("num_blocks", self.num_blocks, 1))
         memory = self.kv_cache_memory_mib
@@ -145,6 +149,9 @@ class Result:
     error: str | None = None
     accepted_drafts: int = 0
     proposed_drafts: int = 0
+    # queued / scheduled / first_token / finished and the intervals (see engine/metrics.py).
+    # Not compared: two runs of the same requests are equal results at different times.
+    timing: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -155,6 +162,7 @@ class Result:
             "error": self.error,
             "accepted_drafts": self.accepted_drafts,
             "proposed_drafts": self.proposed_drafts,
+            "timing": {k: list(v) if isinstance(v, list) else v for k, v in self.timing.items()},
         }
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 from .blocks import BlockManager
 from .clock import Clock
@@ -16,6 +18,7 @@ from .commit import commit, commit_chunk
 from .config import EngineConfig, RequestError, Result
 from .history import Checkpoint, History
 from .kv import BlockPool, pool_blocks
+from .metrics import Observer, synthetic_cost
 from .model import State, TinyModel, is_integer
 from .prefixes import Prefixes
 from .request import COUNTERS, Event, EventLog, Request, new_request, shown
@@ -61,6 +64,7 @@ class Engine:
         self.target, self.config = _checked_models(target, draft, config)
         self.draft = draft
         self._clock = Clock(clock)
+        self._synthetic_offset = 0.0  # seconds the synthetic clock added (see metrics.py)
         # An early-exit draft computes exactly the target's rows for committed positions, so it
         # reads the target's KV; any other draft keeps its own rows in the same blocks.
         self.draft_reads_target = draft is not None and draft.is_early_exit_of(self.target)
@@ -90,6 +94,7 @@ class Engine:
             self.blocks,
             self.prefixes, self.history, self.counters,
         )  # fmt: skip
+        self.observer = self.views.observer = Observer(self.log)
         self.history.track(self.scheduler, self.prefixes, self.log, self.counters, self.views)
 
     # -- public API -------------------------------------------------------------------------
@@ -118,7 +123,8 @@ class Engine:
         return self.blocks.pool
 
     def now(self) -> float:
-        return self._clock.read()
+        """The injected clock's reading, plus what the synthetic clock added (if it is on)."""
+        return self._clock.read() + self._synthetic_offset
 
     def submit(
         self,
@@ -142,6 +148,7 @@ class Engine:
             request_id,
             priority,
         )
+        queued_at = self.now()  # read once, before anything changes: it may raise
         self.requests[request.request_id] = request
         self.scheduler.queue.append(request.request_id)
         self.log.emit(
@@ -150,6 +157,7 @@ class Engine:
             prompt_positions=len(request.prompt),
             max_tokens=request.max_tokens,
             **({"priority": request.priority} if request.priority else {}),
+            clock=queued_at,
         )
         return request.request_id
 
@@ -180,7 +188,11 @@ class Engine:
         request = self._get(request_id)
         if not request.finished:
             raise ValueError(f"request {request_id!r} has not finished (it is {request.status})")
-        return request.result()
+        return self._result(request)
+
+    def _result(self, request: Request) -> Result:
+        timing = self.observer.timing(request.request_id)
+        return replace(request.result(), timing={**timing, "itl": list(timing["itl"])})
 
     def run(self, *, max_steps: int | None = None, raise_on_error: bool = True) -> list[Result]:
         """Step until idle; return the results not returned before (each delivered once), in
@@ -196,7 +208,7 @@ class Engine:
         finished, delivered = set(self.scheduler.finished), self.scheduler.delivered
         fresh = [key for key in self.requests if key in finished and key not in delivered]
         delivered.update(fresh)
-        results = [self.requests[key].result() for key in fresh]
+        results = [self._result(self.requests[key]) for key in fresh]
         if raise_on_error and any(r.finish_reason == "error" for r in results):
             raise RequestError(results)
         return results
@@ -226,7 +238,7 @@ class Engine:
     def undo_available(self) -> int:
         return len(self.history)
 
-    def metrics(self) -> dict[str, dict[str, int]]:
+    def metrics(self) -> dict[str, dict[str, Any]]:
         return self.views.metrics()
 
     def snapshot(self) -> dict[str, object]:
@@ -292,6 +304,7 @@ class Engine:
         undone = self.trace[checkpoint.trace_length :]
         self.history.load(checkpoint)
         self.history.after_rewind()
+        self._synthetic_offset = self.observer.synthetic_offset()
         return undone
 
     # -- one round --------------------------------------------------------------------------
@@ -320,6 +333,7 @@ class Engine:
                 self.history.load(checkpoint)
             self.history.put_back(history, wrote=self.blocks.writes != writes)
             self.history.after_rewind()
+            self._synthetic_offset = self.observer.synthetic_offset()
             self.log.emit("step_aborted", None, error_type=type(failure).__name__)
             raise
         return events
@@ -343,12 +357,15 @@ class Engine:
         plans = self.scheduler.budget(drafted.proposals, plan)  # verification and blocks
         if not plans:
             return
+        schedule = len(self.trace)
         self._emit_schedule(plans, now)
         context = drafted.context_for([each.proposal for each in plans])
         verified = self.runner.verify(plans, context, self._fail)  # verify
         self.counters["target_forwards"] += 1
         for each in verified:
             self._commit(each, now)  # commit and finish
+        if self.config.synthetic_clock:  # the round took its batch's cost on the synthetic clock
+            self._synthetic_offset += self.trace[schedule]["synthetic_seconds"]
 
     def _emit_schedule(self, plans: list[Scheduled], now: float) -> None:
         """What the round computes, request by request, against the token budget."""
@@ -366,13 +383,16 @@ class Engine:
                     "draft": len(each.selected),
                 }
             )
+        rows = sum(p["prefill"] + p["decode"] + p["draft"] for p in parts)
+        cost = {"synthetic_seconds": synthetic_cost(rows, self.config.cost_curve)}
         self.log.emit(
             "schedule",
             None,
             budget=self.config.token_budget,
-            rows=sum(p["prefill"] + p["decode"] + p["draft"] for p in parts),
+            rows=rows,
             requests=parts,
             clock=now,
+            **(cost if self.config.synthetic_clock else {}),
         )
 
     def _commit(self, verified: Verified, now: float) -> None:

@@ -12,12 +12,15 @@ from typing import Any
 from .blocks import BlockManager
 from .config import EngineConfig
 from .history import History
+from .metrics import Observer
 from .model import TinyModel
 from .prefixes import Prefixes
 from .request import Request, Status
 
 
 class Views:
+    observer: Observer  # the engine sets it: the trace's metrics
+
     def __init__(
         self,
         config: EngineConfig,
@@ -46,7 +49,7 @@ class Views:
         # Between rounds every unfinished request is in the queue (a round takes its batch out).
         return [self.requests[i].table for i in self.queue]
 
-    def metrics(self) -> dict[str, dict[str, int]]:
+    def metrics(self) -> dict[str, dict[str, Any]]:
         cache_only = self.prefixes.blocks_only_cached(self._unfinished_tables())
         counts = self.blocks.counts(cache_only)
         c = self.counters
@@ -87,6 +90,11 @@ class Views:
                 "evictions": c["evictions"],
                 "rolled_back_positions": c["rolled_back_positions"],
             },
+            "serving": self.observer.serving(
+                synthetic=self.config.synthetic_clock,
+                held_blocks=counts.held,
+                total_blocks=counts.total,
+            ),
         }
 
     def snapshot(self, tick: int, now: float) -> dict[str, Any]:
@@ -237,6 +245,7 @@ class Views:
             "accepted": request.accepted,
             "proposed": request.proposed,
             "preemptions": request.preemptions,
+            "timing": self.observer.timing(request.request_id),
             "blocks": self._blocks(request, states, refcounts),
             "dropped_blocks": list(commit["dropped_blocks"]) if this_round and commit else [],
             "last_commit": commit,
