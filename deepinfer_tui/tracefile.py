@@ -187,7 +187,7 @@ def events_as_of(events: list[dict[str, Any]], version: int) -> list[dict[str, A
             kinds |= new_kinds
             for kind, names in new_fields.items():
                 fields.setdefault(kind, set()).update(names)
-    if not kinds and not fields:
+    if version >= VERSION:
         return events
     kept: list[dict[str, Any]] = []
     # A session note counts the engine events before it: count only those kept.

@@ -4,15 +4,20 @@ from .config import EngineConfig, RequestError, Result
 from .engine import Engine
 from .kv import pool_blocks
 from .model import State, TinyModel, make_draft
-from .reference import greedy_generate
+from .reference import Generation, greedy_generate, sample_generate
 from .request import MAX_REQUEST_ID_LENGTH, check_request_id, label_problem
+from .sampling import SamplingParams
+from .speculation.ngram import NgramDrafter
 
 __all__ = [
     "MAX_REQUEST_ID_LENGTH",
     "Engine",
     "EngineConfig",
+    "Generation",
+    "NgramDrafter",
     "RequestError",
     "Result",
+    "SamplingParams",
     "State",
     "TinyModel",
     "check_request_id",
@@ -20,4 +25,5 @@ __all__ = [
     "label_problem",
     "make_draft",
     "pool_blocks",
+    "sample_generate",
 ]

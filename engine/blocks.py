@@ -9,6 +9,7 @@ It also maps a request's positions to pool slots.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -29,6 +30,26 @@ class PoolMarks:
     free: np.ndarray
     block_hash: list[str | None]
     sealed: np.ndarray
+    free_queue: OrderedDict[int, None] | None = None
+
+
+def stored_positions(request: Request) -> int:
+    """Positions whose rows every model has stored (and sealed)."""
+    return min(min(c) for c in request.cursors.values()) if request.cursors else 0
+
+
+def chain_hash(previous: str, chunk: tuple[int, ...]) -> str:
+    """A full block's prefix hash: its parent's hash (or the cache key) and its tokens. Long
+    enough that the "blocks" cache policy may trust it as a key (viewers show a short form)."""
+    return hashlib.blake2b(repr((previous, chunk)).encode(), digest_size=16).hexdigest()
+
+
+@dataclass(eq=False)
+class SavedRows:
+    """Copies of some blocks' rows, every model's, to write back later."""
+
+    blocks: list[int]
+    rows: dict[str, Rows]
 
 
 class BlockManager:
@@ -40,6 +61,13 @@ class BlockManager:
         # Models keep padded copies of stored rows across calls, keyed by a request's
         # `context_key`: this count changes whenever committed rows may have been rewritten.
         self.rewrites = 0
+        # The prefix cache's hooks: blocks of a request newly full for every model, a request
+        # giving back all its blocks (finished or preempted) or its rows from a position on.
+        self.on_full: Callable[[Request], None] | None = None
+        self.on_release_all: Callable[[Request], None] | None = None
+        self.on_truncate: Callable[[Request, int], None] | None = None
+        # Where rows of cached blocks reused this round are kept for the undo history.
+        self.evicted_rows: list[SavedRows] | None = None
 
     # -- reading rows -----------------------------------------------------------------------
 
@@ -141,7 +169,7 @@ class BlockManager:
         keep = -(-cursor // self.block_size)
         dropped = request.table[keep:]
         if dropped:
-            self.pool.release(dropped)
+            self.pool.release(reversed(dropped))  # the tail first (see release_all)
             del request.table[keep:]
         return dropped
 
@@ -150,6 +178,8 @@ class BlockManager:
         self.rewrites += 1
         if not request.table:
             return []
+        if self.on_truncate is not None:
+            self.on_truncate(request, cursor)
         for role in request.cursors:
             request.cursors[role] = [min(c, cursor) for c in request.cursors[role]]
         request.hashed = min(request.hashed, cursor // self.block_size)
@@ -161,8 +191,12 @@ class BlockManager:
         """Give back every block of the request; returns them."""
         if rewritten:
             self.rewrites += 1
+        if self.on_release_all is not None:
+            self.on_release_all(request)
         freed = request.table
-        self.pool.release(freed)
+        # The tail first: with a free queue, a request's last blocks (the least likely to be
+        # shared by another prompt) are reused before its first ones.
+        self.pool.release(reversed(freed))
         request.table = []
         request.hashed = 0
         return freed
@@ -189,10 +223,15 @@ class BlockManager:
                 previous = key() if index == 0 else hashes[table[index - 1]]
             if hashes[block] is None:
                 chunk = tuple(request.tokens[index * size : (index + 1) * size])
-                digest = hashlib.blake2b(repr((previous, chunk)).encode(), digest_size=4)
-                hashes[block] = digest.hexdigest()
+                hashes[block] = chain_hash(previous, chunk)
             previous = hashes[block]
         request.hashed = max(request.hashed, full)
+
+    def cache_full_blocks(self, request: Request) -> None:
+        """Offer the request's blocks full for every model to the prefix cache, after every
+        commit and prefill chunk (the "blocks" policy caches them; "radix" inserts a chunk)."""
+        if self.on_full is not None:
+            self.on_full(request)
 
     # -- the prefix cache's blocks ----------------------------------------------------------
 
@@ -215,6 +254,7 @@ class BlockManager:
             pool.free.copy(),
             list(pool.block_hash),
             pool.sealed.astype(np.int32),
+            None if pool.free_queue is None else pool.free_queue.copy(),
         )
 
     def load(self, marks: PoolMarks) -> None:
@@ -224,6 +264,27 @@ class BlockManager:
         pool.free = marks.free.copy()
         pool.block_hash = list(marks.block_hash)
         pool.sealed = marks.sealed.astype(np.int64)
+        if marks.free_queue is not None:
+            pool.free_queue = marks.free_queue.copy()
+
+    def save_rows(self, blocks: list[int]) -> SavedRows:
+        slots = self._block_slots(blocks)
+        return SavedRows(list(blocks), {r: s.read(slots) for r, s in self.pool.stores.items()})
+
+    def load_rows(self, saved: SavedRows) -> None:
+        self.rewrites += 1
+        slots = self._block_slots(saved.blocks)
+        for role, store in self.pool.stores.items():
+            store.write(slots, saved.rows[role])
+
+    def _block_slots(self, blocks: list[int]) -> np.ndarray:
+        size = self.block_size
+        return (np.array(blocks, dtype=np.int64)[:, None] * size + np.arange(size)).ravel()
+
+    def keep_rows(self, block: int) -> None:
+        """A cached block is about to be reused: the history may need its rows back."""
+        if self.evicted_rows is not None:
+            self.evicted_rows.append(self.save_rows([block]))
 
     def retain_into(self, released: list[int] | None) -> None:
         """Keep blocks released from now on out of the free list, in `released` (None: stop)."""
@@ -238,12 +299,23 @@ class BlockManager:
         pool = self.pool
         for block in np.flatnonzero(~pool.free & (pool.refcount == 0)):
             if int(block) not in needed:
-                pool.free[block] = True
+                pool.give_back([int(block)])
 
     # -- views ------------------------------------------------------------------------------
 
     def free_count(self) -> int:
         return self.pool.free_count()
+
+    def is_free(self, block: int) -> bool:
+        return bool(self.pool.free[block])
+
+    def free_queue(self) -> list[int] | None:
+        """Free blocks, the next one allocation takes first (None: no free queue)."""
+        queue = self.pool.free_queue
+        return None if queue is None else list(queue)
+
+    def use_free_queue(self, on_reuse: Callable[[int], None]) -> None:
+        self.pool.use_free_queue(on_reuse)
 
     def refcounts(self) -> list[int]:
         return self.pool.refcount.tolist()

@@ -10,6 +10,13 @@ identities and the recovery layout, so changed weights or a bounded layout never
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Protocol
+
+
+class CacheState(Protocol):
+    """What a cache policy keeps between rounds; a checkpoint keeps a copy."""
+
+    def copy(self) -> CacheState: ...
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class Lookup:
     reused: int
     entry: CacheEntry | None
     reason: str
+    # The blocks holding the reused positions' rows, for the request to hold.
+    blocks: tuple[int, ...] = ()
 
 
 def _fmt(t: float) -> str:
@@ -150,19 +159,13 @@ class PrefixCache:
             self._use((entry.key, entry.tokens), entry)
         positions = counted(common, "position")
         if hot_rank:
-            return Lookup(
-                "hot",
-                common,
-                entry,
-                f"hot cursor over {positions}, alive until {_fmt(entry.hot_until)}",
-            )
-        return Lookup(
-            "warm",
-            common,
-            entry,
+            reason = f"hot cursor over {positions}, alive until {_fmt(entry.hot_until)}"
+            return Lookup("hot", common, entry, reason)
+        reason = (
             f"hot cursor expired at {_fmt(entry.hot_until)}; encoder prefix of {positions} "
-            f"alive until {_fmt(entry.warm_until)}",
+            f"alive until {_fmt(entry.warm_until)}"
         )
+        return Lookup("warm", common, entry, reason)
 
 
 def _common_prefix(left: tuple[int, ...], right: tuple[int, ...]) -> int:

@@ -16,6 +16,7 @@ class Clock:
         elif not callable(clock):
             raise ValueError("clock must be a callable returning seconds")
         self.read_raw = clock
+        self.offset = 0.0  # seconds a synthetic clock added to every reading
 
     def read(self) -> float:
         reading = self.read_raw()
@@ -32,4 +33,4 @@ class Clock:
             raise ValueError(f"clock must return a number of seconds, got {reading!r}")
         if not np.isfinite(value):
             raise ValueError(f"clock returned a non-finite time {value!r}")
-        return value
+        return value + self.offset

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .blocks import BlockManager
-from .request import EventLog
+from .request import EventLog, Request
 from .runner import Verified
 from .speculation.acceptance import accept
 from .speculation.drafter import Drafter
@@ -32,7 +32,7 @@ def commit(
     n = len(request.tokens)
     consumer = request.cursors["target"][1]  # admitted requests always have cursors
     verified_nodes = len(verified.selected)
-    decision = accept(tree, verified.selected, verified.argmax, request.eos_id)
+    decision = accept(tree, verified.selected, verified.choice, request.eos_id)
     _move_accepted_rows(blocks, verified, decision.path)
     new_tokens = [tree.tokens[i] for i in decision.path]
     if decision.next_token is not None:
@@ -44,18 +44,18 @@ def commit(
     cursor = len(request.tokens) - 1 if new_tokens else n
     request.cursors["target"] = [cursor, cursor]
     drafter.keep(verified.plan.proposal, decision.path, cursor)
-    accepted = len(decision.path)
-    rolled_back = verified_nodes - accepted
+    accepted, rolled_back = len(decision.path), verified_nodes - len(decision.path)
     _count(counters, verified, accepted, len(new_tokens))
     request.accepted += accepted
     request.confidences = [tree.path_probs[i] for i in verified.selected]
-    tree.judge(verified.selected, decision.path, verified.argmax)
+    tree.judge(verified.selected, decision.path, verified.choice, verified.checks)
     tree_view = tree.to_dict()
     request.tree = {**tree_view, "round": tick, "base_position": n - 1}
     # Rows beyond the new cursor were speculative: their blocks go back to the pool.
     dropped = blocks.drop_after(request, cursor)
     blocks.seal(request, consumer, cursor)
     blocks.hash_full_blocks(request, cursor, cache_key)
+    blocks.cache_full_blocks(request)
     request.last_commit = {
         "round": tick,
         "tokens": new_tokens,
@@ -66,21 +66,27 @@ def commit(
         "dropped_blocks": dropped,
         "speculative_positions": list(range(n, n + verified_nodes)),
     }
-    prompt_rows = len(verified.item.tokens) - verified_nodes
-    if prompt_rows > 1:  # this round ended a prefill: its last chunk
-        log.emit("prefill", request.request_id, start=consumer, stop=n, total=n)
-    log.emit("verify", request.request_id, nodes=tree_view["nodes"])
+    _emit(log, verified, consumer, n, tree_view["nodes"], request.last_commit)
+    return new_tokens, remaining <= len(new_tokens)
+
+
+def _emit(log: EventLog, verified: Verified, start: int, n: int, nodes: list, commit: dict) -> None:
+    """The round's events for one request: the end of its prefill (if it had one), the
+    verification and the commit."""
+    request_id = verified.request.request_id
+    if len(verified.item.tokens) - commit["verified"] > 1:  # this round ended a prefill
+        log.emit("prefill", request_id, start=start, stop=n, total=n)
+    log.emit("verify", request_id, nodes=nodes)
     log.emit(
         "commit",
-        request.request_id,
-        tokens=new_tokens,
-        accepted=accepted,
-        verified=verified_nodes,
-        outcome=decision.kind,
-        rolled_back_positions=rolled_back,
-        freed_blocks=dropped,
+        request_id,
+        tokens=commit["tokens"],
+        accepted=commit["accepted"],
+        verified=commit["verified"],
+        outcome=commit["outcome"],
+        rolled_back_positions=commit["rolled_back_positions"],
+        freed_blocks=commit["dropped_blocks"],
     )
-    return new_tokens, remaining <= len(new_tokens)
 
 
 def _move_accepted_rows(blocks: BlockManager, verified: Verified, path: list[int]) -> None:
@@ -104,6 +110,7 @@ def commit_chunk(
     request.cursors["target"] = [max(encoder, stop), stop]
     blocks.seal(request, consumer, stop)
     blocks.hash_full_blocks(request, stop, cache_key)
+    blocks.cache_full_blocks(request)
     _count_rows(counters, verified)
     log.emit("prefill", request.request_id, start=consumer, stop=stop, total=len(request.tokens))
 
@@ -125,3 +132,18 @@ def _count(counters: dict[str, int], verified: Verified, accepted: int, committe
     counters["verified"] += len(verified.selected)
     counters["committed_tokens"] += committed
     counters["rolled_back_positions"] += len(verified.selected) - accepted
+
+
+def roll_back(
+    request: Request, count: int, blocks: BlockManager, counters: dict[str, int]
+) -> list[int]:
+    """Undo a request's last `count` committed tokens: its rows and blocks return to the
+    shorter prefix; returns the blocks freed."""
+    # A new list: undo checkpoints share the old one (see Checkpoint.lengths).
+    request.tokens = request.tokens[: len(request.tokens) - count]
+    # "committed" counts the tokens requests hold now (the header shows it): these left.
+    counters["committed_tokens"] -= count
+    freed = blocks.truncate(request, len(request.tokens) - 1)
+    request.tree = None
+    request.last_commit = None
+    return freed

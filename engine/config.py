@@ -9,12 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from .model import RECOVERY_MODES, is_integer, is_number
+from .model import RECOVERY_MODES, TinyModel, is_integer, is_number
+from .speculation.acceptance import check_acceptance
 from .speculation.budget import validate_cost_curve
 
 # Positions one pool may hold: far beyond any use here (at width 32 a position's target rows
 # take 3.3 KB, so this many would need 55 GB).
 MAX_POOL_POSITIONS = 2**24
+CACHE_POLICIES = ("ttl", "blocks", "radix")
 # fcfs: arrival order; priority: smaller `priority` first (vLLM); lpm: longest cached prefix
 # first (SGLang's cache-aware policy).
 SCHEDULE_POLICIES = ("fcfs", "priority", "lpm")
@@ -25,6 +27,16 @@ def _check_int(name: str, value: object, minimum: int) -> int:
         qualifier = "positive" if minimum == 1 else f">= {minimum}"
         raise ValueError(f"{name} must be a {qualifier} integer, got {value!r}")
     return int(value)
+
+
+def _check_cache_policy(policy: object, recovery_mode: str) -> None:
+    if not isinstance(policy, str) or policy not in CACHE_POLICIES:
+        raise ValueError(f"unknown cache_policy {policy!r}; use one of {', '.join(CACHE_POLICIES)}")
+    if policy != "ttl" and recovery_mode != "exact":
+        # Their blocks are reused at any block boundary: only exact rows allow that.
+        raise ValueError(
+            f"cache_policy {policy!r} needs recovery_mode 'exact', got {recovery_mode!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,11 @@ class EngineConfig:
     recovery_mode: str = "exact"
     keep: int = 8  # bounded recovery: positions local attention sees after a restore
     cost_curve: tuple[tuple[int, float], ...] | None = None  # synthetic (graph size, cost)
-    cache_capacity: int = 64  # prefix-cache entries
+    cache_capacity: int = 64  # prefix-cache entries (ttl policy)
+    # "ttl" (hot/warm entries with lifetimes), "blocks" (vLLM's automatic prefix caching:
+    # block hashes and an LRU free queue) or "radix" (SGLang's radix tree); see
+    # docs/cache-policies.md.
+    cache_policy: str = "ttl"
     undo_depth: int = 64  # rounds that undo() can rewind
     # The model's speed tricks (chain path, length groups, chunking, padded contexts, work
     # buffers); False runs the plain tree-masked forward alone, for reading and stepping.
@@ -60,6 +76,9 @@ class EngineConfig:
     # After each round, add its batch's cost (cost_curve, or metrics.SECONDS_PER_ROW a row)
     # to every clock reading: latencies that mean something without hardware (synthetic).
     synthetic_clock: bool = False
+    # How a sampled request's draft is checked: "coupled" (the target's seeded sample decides:
+    # tokens equal sample_generate's) or "rejection" (min(1, p/q), a chain only).
+    draft_acceptance: str = "coupled"
 
     def __post_init__(self) -> None:
         for name in (
@@ -116,6 +135,8 @@ class EngineConfig:
                 f"unknown recovery_mode {self.recovery_mode!r}; "
                 f"use one of {', '.join(RECOVERY_MODES)}"
             )
+        check_acceptance(self.draft_acceptance, self.draft_branching)
+        _check_cache_policy(self.cache_policy, self.recovery_mode)
         curve = None
         if self.cost_curve is not None:
             curve = validate_cost_curve(self.cost_curve, self.max_batch_tokens) or None
@@ -173,3 +194,26 @@ class RequestError(RuntimeError):
         self.results = results
         failed = [f"{r.request_id}: {r.error}" for r in results if r.finish_reason == "error"]
         super().__init__("requests failed: " + "; ".join(failed))
+
+
+def checked_models(
+    target: TinyModel | None, draft: TinyModel | None, config: EngineConfig | None
+) -> tuple[TinyModel, EngineConfig]:
+    """The engine's target (a default one if None) and config, checked with the draft."""
+    target = target if target is not None else TinyModel()
+    if not isinstance(target, TinyModel):
+        raise ValueError(f"target must be a TinyModel, got {type(target).__name__}")
+    if draft is not None and not isinstance(draft, TinyModel):
+        raise ValueError(
+            f"draft must be a TinyModel or an NgramDrafter, got {type(draft).__name__}"
+        )
+    config = config if config is not None else EngineConfig()
+    if not isinstance(config, EngineConfig):
+        raise ValueError("config must be an EngineConfig")
+    if draft is not None and draft.vocab_size != target.vocab_size:
+        raise ValueError("target and draft must share a vocabulary")
+    if config.recovery_mode != "exact":
+        for model in (target, draft):
+            if model is not None and model.window > config.keep:
+                raise ValueError(f"keep={config.keep} must cover the local window ({model.window})")
+    return target, config

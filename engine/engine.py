@@ -14,40 +14,23 @@ from typing import Any
 
 from .blocks import BlockManager
 from .clock import Clock
-from .commit import commit, commit_chunk
-from .config import EngineConfig, RequestError, Result
+from .commit import commit, commit_chunk, roll_back
+from .config import EngineConfig, RequestError, Result, checked_models
 from .history import Checkpoint, History
 from .kv import BlockPool, pool_blocks
-from .metrics import Observer, synthetic_cost
+from .metrics import Observer
 from .model import State, TinyModel, is_integer
 from .prefixes import Prefixes
 from .request import COUNTERS, Event, EventLog, Request, new_request, shown
 from .rows import FinishedRows
 from .runner import Runner, Verified
-from .scheduler import Scheduled, Scheduler
+from .sampling import SamplingParams
+from .scheduler import Scheduler
 from .speculation.drafter import drafter_for
+from .speculation.ngram import NgramDrafter
 from .views import Views
 
 _ENGINE_SERIALS = itertools.count()
-
-
-def _checked_models(
-    target: TinyModel | None, draft: TinyModel | None, config: EngineConfig | None
-) -> tuple[TinyModel, EngineConfig]:
-    target = target if target is not None else TinyModel()
-    for role, model in (("target", target), ("draft", draft)):
-        if model is not None and not isinstance(model, TinyModel):
-            raise ValueError(f"{role} must be a TinyModel, got {type(model).__name__}")
-    config = config if config is not None else EngineConfig()
-    if not isinstance(config, EngineConfig):
-        raise ValueError("config must be an EngineConfig")
-    if draft is not None and draft.vocab_size != target.vocab_size:
-        raise ValueError("target and draft must share a vocabulary")
-    if config.recovery_mode != "exact":
-        for model in (target, draft):
-            if model is not None and model.window > config.keep:
-                raise ValueError(f"keep={config.keep} must cover the local window ({model.window})")
-    return target, config
 
 
 class Engine:
@@ -56,15 +39,17 @@ class Engine:
     def __init__(
         self,
         target: TinyModel | None = None,
-        draft: TinyModel | None = None,
+        draft: TinyModel | NgramDrafter | None = None,
         *,
         config: EngineConfig | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        self.target, self.config = _checked_models(target, draft, config)
-        self.draft = draft
-        self._clock = Clock(clock)
-        self._synthetic_offset = 0.0  # seconds the synthetic clock added (see metrics.py)
+        # A draft is a model (its forwards propose) or a drafter that runs none (n-gram).
+        proposer = draft if isinstance(draft, NgramDrafter) else None
+        draft = None if proposer is not None else draft
+        self.target, self.config = checked_models(target, draft, config)
+        self.draft = draft  # the draft model, if any
+        self._clock = Clock(clock)  # with the seconds a synthetic clock added (metrics.py)
         # An early-exit draft computes exactly the target's rows for committed positions, so it
         # reads the target's KV; any other draft keeps its own rows in the same blocks.
         self.draft_reads_target = draft is not None and draft.is_early_exit_of(self.target)
@@ -86,9 +71,9 @@ class Engine:
         )
         self.runner = Runner(self.models, self.blocks, cfg, next(_ENGINE_SERIALS))
         self.drafter = drafter_for(
-            draft, self.runner, cfg, self.counters, reads_target=self.draft_reads_target
+            proposer or draft, self.runner, cfg, self.counters, reads_target=self.draft_reads_target
         )
-        self.scheduler.drafts = draft is not None
+        self.scheduler.drafts = draft is not None or proposer is not None
         self.views = Views(
             cfg, self.models, self.requests, self.scheduler.queue, self.scheduler.finished,
             self.blocks,
@@ -124,7 +109,7 @@ class Engine:
 
     def now(self) -> float:
         """The injected clock's reading, plus what the synthetic clock added (if it is on)."""
-        return self._clock.read() + self._synthetic_offset
+        return self._clock.read()
 
     def submit(
         self,
@@ -134,9 +119,11 @@ class Engine:
         eos_id: int | None = None,
         request_id: str | None = None,
         priority: int = 0,
+        sampling: SamplingParams | None = None,
     ) -> str:
         """Queue a request; validates everything before changing anything. `priority` orders
-        admission under the priority policy (smaller first)."""
+        admission under the priority policy (smaller first). A sampled request without a seed
+        gets one drawn here (settings() and the `queued` event show it)."""
         request = new_request(
             self.target,
             self.config,
@@ -147,6 +134,7 @@ class Engine:
             eos_id,
             request_id,
             priority,
+            sampling,
         )
         queued_at = self.now()  # read once, before anything changes: it may raise
         self.requests[request.request_id] = request
@@ -157,19 +145,22 @@ class Engine:
             prompt_positions=len(request.prompt),
             max_tokens=request.max_tokens,
             **({"priority": request.priority} if request.priority else {}),
+            **request.sampling.settings(),
             clock=queued_at,
         )
         return request.request_id
 
     def settings(self, request_id: str) -> dict[str, object]:
-        """A request's settings as the engine keeps them: prompt, max_tokens, eos_id,
-        priority."""
+        """A request's settings as the engine keeps them: prompt, max_tokens, eos_id, priority,
+        and for a sampled request its sampling (seed included: submit them back for the same
+        tokens)."""
         request = self._get(request_id)
         return {
             "prompt": list(request.prompt),
             "max_tokens": request.max_tokens,
             "eos_id": request.eos_id,
             "priority": request.priority,
+            **request.sampling.settings(),
         }
 
     def request_ids(self) -> list[str]:
@@ -214,12 +205,17 @@ class Engine:
         return results
 
     def generate(
-        self, prompt: object, *, max_tokens: int = 16, eos_id: int | None = None
+        self,
+        prompt: object,
+        *,
+        max_tokens: int = 16,
+        eos_id: int | None = None,
+        sampling: SamplingParams | None = None,
     ) -> Result:
         """Submit one prompt and step until it finishes. Its result is delivered here (run()
         will not return it again); other requests' results wait for run(). Raises
         RequestError if this request failed."""
-        request_id = self.submit(prompt, max_tokens=max_tokens, eos_id=eos_id)
+        request_id = self.submit(prompt, max_tokens=max_tokens, eos_id=eos_id, sampling=sampling)
         while not self.requests[request_id].finished:
             if not self.scheduler.queue:  # cannot happen: only a finished request leaves it
                 raise RuntimeError(f"{request_id} stopped before it finished")
@@ -283,13 +279,7 @@ class Engine:
             if request.finished:  # reopened as a copy: the history shares the finished one
                 request = self.scheduler.reopen(request)
                 self.views.forget(request_id)  # the view would keep the old object
-            # A new list: undo checkpoints share the old one (see Checkpoint.lengths).
-            request.tokens = request.tokens[: len(request.tokens) - count]
-            # "committed" counts the tokens requests hold now (the header shows it): these left.
-            self.counters["committed_tokens"] -= count
-            freed = self.blocks.truncate(request, len(request.tokens) - 1)
-            request.tree = None
-            request.last_commit = None
+            freed = roll_back(request, count, self.blocks, self.counters)
         self.log.emit("rollback", request_id, removed=removed, freed_blocks=freed)
         return removed
 
@@ -304,7 +294,7 @@ class Engine:
         undone = self.trace[checkpoint.trace_length :]
         self.history.load(checkpoint)
         self.history.after_rewind()
-        self._synthetic_offset = self.observer.synthetic_offset()
+        self._clock.offset = self.observer.synthetic_offset()
         return undone
 
     # -- one round --------------------------------------------------------------------------
@@ -333,7 +323,7 @@ class Engine:
                 self.history.load(checkpoint)
             self.history.put_back(history, wrote=self.blocks.writes != writes)
             self.history.after_rewind()
-            self._synthetic_offset = self.observer.synthetic_offset()
+            self._clock.offset = self.observer.synthetic_offset()
             self.log.emit("step_aborted", None, error_type=type(failure).__name__)
             raise
         return events
@@ -358,42 +348,14 @@ class Engine:
         if not plans:
             return
         schedule = len(self.trace)
-        self._emit_schedule(plans, now)
+        self.scheduler.emit_schedule(plans, now)
         context = drafted.context_for([each.proposal for each in plans])
         verified = self.runner.verify(plans, context, self._fail)  # verify
         self.counters["target_forwards"] += 1
         for each in verified:
             self._commit(each, now)  # commit and finish
         if self.config.synthetic_clock:  # the round took its batch's cost on the synthetic clock
-            self._synthetic_offset += self.trace[schedule]["synthetic_seconds"]
-
-    def _emit_schedule(self, plans: list[Scheduled], now: float) -> None:
-        """What the round computes, request by request, against the token budget."""
-        parts = []
-        for each in plans:
-            request = each.request
-            stop = len(request.tokens) if each.stop is None else each.stop
-            rows = stop - request.cursor("target")[1]
-            prefill = rows if rows > 1 else 0
-            parts.append(
-                {
-                    "request_id": request.request_id,
-                    "prefill": prefill,
-                    "decode": rows - prefill,
-                    "draft": len(each.selected),
-                }
-            )
-        rows = sum(p["prefill"] + p["decode"] + p["draft"] for p in parts)
-        cost = {"synthetic_seconds": synthetic_cost(rows, self.config.cost_curve)}
-        self.log.emit(
-            "schedule",
-            None,
-            budget=self.config.token_budget,
-            rows=rows,
-            requests=parts,
-            clock=now,
-            **(cost if self.config.synthetic_clock else {}),
-        )
+            self._clock.offset += self.trace[schedule]["synthetic_seconds"]
 
     def _commit(self, verified: Verified, now: float) -> None:
         """Commit one request's tokens (or its prefill chunk), publish a new prefix, finish

@@ -11,8 +11,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .blocks import BlockManager, PoolMarks
-from .cache import PrefixCache
+from .blocks import BlockManager, PoolMarks, SavedRows
+from .cache import CacheState
 from .request import EventLog, Request
 
 if TYPE_CHECKING:  # they hold the history: made after it, then tracked
@@ -30,7 +30,7 @@ class Checkpoint:
     queue: list[str]
     order: list[str]
     delivered: set[str]
-    cache: PrefixCache
+    cache: CacheState
     counters: dict[str, int]
     trace_length: int
     # Unfinished requests' copies share their token lists with the live requests: a list is
@@ -41,6 +41,8 @@ class Checkpoint:
     pool: PoolMarks
     admissions: int
     released_after: list[int] = field(default_factory=list)
+    # Rows of cached free blocks (the "blocks" policy) the round reused, as they were.
+    evicted_rows: list[SavedRows] = field(default_factory=list)
 
     def live_requests(self) -> dict[str, Request]:
         """The requests as they were: unfinished ones copied again (the live ones move on)."""
@@ -58,6 +60,9 @@ class History:
         self.blocks = blocks
         self.entries: deque[Checkpoint] = deque()
         self.trimmed_for_space = 0  # entries the current round trimmed to make room
+        # The rows of the blocks those entries kept, as they were: the round may reuse the
+        # blocks, and an aborted round puts the entries back.
+        self.saved_rows: list[SavedRows] = []
 
     def track(
         self,
@@ -112,12 +117,16 @@ class History:
         self.counters.update(checkpoint.counters)
         self.log.truncate(checkpoint.trace_length)
         self.blocks.load(checkpoint.pool)
+        for saved in reversed(checkpoint.evicted_rows):  # the cache's free blocks, as they were
+            self.blocks.load_rows(saved)
 
     def __len__(self) -> int:
         return len(self.entries)
 
     def push(self, checkpoint: Checkpoint) -> None:
+        """A round starts from `checkpoint`."""
         self.entries.append(checkpoint)
+        self.saved_rows = []
         self.resume_retention()
 
     def pop(self) -> Checkpoint:
@@ -127,12 +136,19 @@ class History:
         """Forget the oldest entries beyond `depth`; their retained blocks become free."""
         while len(self.entries) > depth:
             oldest = self.entries.popleft()
-            self.blocks.give_back(oldest.released_after)
+            released = oldest.released_after
+            if released:
+                # A block the "blocks" cache policy kept may be hit, released again and so
+                # retained by a later entry too: that one still needs its rows.
+                later = {b for entry in self.entries for b in entry.released_after}
+                released = [b for b in released if b not in later]
+            self.blocks.give_back(released)
         self.resume_retention()
 
     def trim_for_space(self, count: int) -> None:
         """Drop the oldest entries (never the round's own) until `count` blocks are free."""
         while len(self.entries) > 1 and count > self.blocks.free_count():
+            self.saved_rows.append(self.blocks.save_rows(self.entries[0].released_after))
             self.trim(len(self.entries) - 1)
             # Counted once trimmed: if an abort comes first, the entry's blocks are still
             # unused and it can be put back.
@@ -140,13 +156,18 @@ class History:
 
     def put_back(self, entries: list[Checkpoint], *, wrote: bool) -> None:
         """After an aborted round: every entry comes back, with its retained blocks as the
-        checkpoint saw them, unless the round wrote rows after trimming entries for space:
-        their blocks may hold them."""
-        trimmed = self.trimmed_for_space if wrote else 0
-        self.entries = deque(entries[trimmed:])
+        checkpoint saw them (rows the round wrote into blocks of entries it trimmed for
+        space are written back)."""
+        if wrote:
+            for saved in self.saved_rows:
+                self.blocks.load_rows(saved)
+        self.saved_rows = []
+        self.entries = deque(entries)
 
     def resume_retention(self) -> None:
-        self.blocks.retain_into(self.entries[-1].released_after if self.entries else None)
+        newest = self.entries[-1] if self.entries else None
+        self.blocks.retain_into(None if newest is None else newest.released_after)
+        self.blocks.evicted_rows = None if newest is None else newest.evicted_rows
 
     def after_rewind(self) -> None:
         """After undo or an aborted round: blocks the checkpoint saw as retained for history

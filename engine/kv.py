@@ -9,7 +9,8 @@ to rewind), never silently reused.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,7 +128,12 @@ def pool_blocks(config: EngineConfig, target: TinyModel, draft: TinyModel | None
 
 
 class BlockPool:
-    """Fixed pool of blocks with refcounts, lowest-id-first allocation and copy-on-write."""
+    """Fixed pool of blocks with refcounts, lowest-id-first allocation and copy-on-write.
+
+    With a free queue (`use_free_queue`, the "blocks" cache policy) allocation takes the
+    queue's head instead, and freed blocks join its tail: the least recently freed block is
+    reused first, and `on_reuse` hears of each block taken, before its hash is forgotten.
+    """
 
     def __init__(self, models: dict[str, TinyModel], *, num_blocks: int, block_size: int) -> None:
         self.num_blocks = num_blocks
@@ -147,6 +153,19 @@ class BlockPool:
         # the history that may still need their rows is dropped.
         self.retain_releases = False
         self.released: list[int] = []
+        # Free blocks in the order they were freed (None: allocate lowest ids first).
+        self.free_queue: OrderedDict[int, None] | None = None
+        self.on_reuse: Callable[[int], None] | None = None
+
+    def use_free_queue(self, on_reuse: Callable[[int], None]) -> None:
+        """Allocate from the head of a queue of free blocks (now: every free one, by id)."""
+        self.free_queue = OrderedDict.fromkeys(int(b) for b in np.flatnonzero(self.free))
+        self.on_reuse = on_reuse
+
+    def _set_free(self, block: int) -> None:
+        self.free[block] = True
+        if self.free_queue is not None:
+            self.free_queue[int(block)] = None  # at the tail (a block is queued once)
 
     # -- allocation and references -----------------------------------------------------------
 
@@ -154,9 +173,7 @@ class BlockPool:
         """Take `count` free blocks (lowest ids first, so replays allocate identically)."""
         if count <= 0:
             return []
-        ids = np.flatnonzero(self.free)[:count]
-        if len(ids) < count:
-            raise PoolExhausted(f"need {count} blocks, {len(ids)} free")
+        ids = self._take_free(count)
         self.free[ids] = False
         self.refcount[ids] = 1
         self.sealed[:, ids] = 0
@@ -164,8 +181,28 @@ class BlockPool:
             self.block_hash[block] = None
         return [int(b) for b in ids]
 
+    def _take_free(self, count: int) -> np.ndarray:
+        queue = self.free_queue
+        if queue is None:
+            ids = np.flatnonzero(self.free)[:count]
+            if len(ids) < count:
+                raise PoolExhausted(f"need {count} blocks, {len(ids)} free")
+            return ids
+        if len(queue) < count:
+            raise PoolExhausted(f"need {count} blocks, {len(queue)} free")
+        taken = [queue.popitem(last=False)[0] for _ in range(count)]
+        if self.on_reuse is not None:
+            for block in taken:
+                self.on_reuse(block)
+        return np.array(taken, dtype=np.int64)
+
     def hold(self, blocks: Iterable[int]) -> None:
+        """Count one more holder of each block; a free one leaves the free list (a hit)."""
         for block in blocks:
+            if self.refcount[block] == 0 and self.free[block]:
+                self.free[block] = False
+                if self.free_queue is not None:
+                    del self.free_queue[int(block)]
             self.refcount[block] += 1
 
     def release(self, blocks: Iterable[int]) -> None:
@@ -177,7 +214,7 @@ class BlockPool:
                 if self.retain_releases:
                     self.released.append(block)
                 else:
-                    self.free[block] = True
+                    self._set_free(block)
 
     def seal(self, table: list[int], start: int, stop: int, role: str = "target") -> None:
         """Mark one model's positions [start, stop) of a block table as committed."""
@@ -204,8 +241,8 @@ class BlockPool:
     def give_back(self, blocks: list[int]) -> None:
         """Return retained blocks (refcount 0) to the free list."""
         for block in blocks:
-            if self.refcount[block] == 0:
-                self.free[block] = True
+            if self.refcount[block] == 0 and not self.free[block]:
+                self._set_free(block)
 
     @property
     def writes(self) -> int:

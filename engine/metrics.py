@@ -170,8 +170,8 @@ class Observer:
             request.lost = None
 
     def _fold_verify(self, nodes: list[dict[str, Any]]) -> None:
-        for node in nodes:
-            if node["verdict"] not in ("accepted", "rejected"):
+        for node in nodes:  # a discarded node was verified too: below a rejected one
+            if node["verdict"] not in ("accepted", "rejected", "discarded"):
                 continue
             depth = node["depth"]
             while len(self.verified_by_depth) < depth:

@@ -1,15 +1,27 @@
 """The prefix cache's door: publish a request's prefix, find one to restore, drop entries.
 
-The cache (`cache.PrefixCache`) only keeps entries; this module holds and releases their blocks
-and reports each change in the trace.
+The scheduler and the engine call `Prefixes` alone; it dispatches to the configured policy
+(`EngineConfig.cache_policy`, see docs/cache-policies.md):
+
+- "ttl": `cache.PrefixCache` entries (hot cursors, warm encoder prefixes), this module's
+  `TtlPolicy`;
+- "blocks": vLLM's automatic prefix caching, `block_cache.BlockPolicy`;
+- "radix": SGLang's radix tree, `radix.RadixPolicy`.
+
+A policy keeps its state in `Prefixes.cache` (the undo history saves a copy of it), holds and
+releases blocks through the block manager and reports each change in the trace.
 """
 
 from __future__ import annotations
 
-from .blocks import BlockManager
-from .cache import CacheEntry, Lookup, PrefixCache
+from typing import Any
+
+from .block_cache import BlockPolicy
+from .blocks import BlockManager, stored_positions
+from .cache import CacheEntry, CacheState, Lookup, PrefixCache
 from .config import EngineConfig
 from .model import TinyModel
+from .radix import RadixPolicy
 from .request import EventLog, Request
 
 
@@ -27,7 +39,9 @@ class Prefixes:
         self.blocks = blocks
         self.log = log
         self.counters = counters
-        self.cache = PrefixCache(capacity=config.cache_capacity)
+        kinds = {"ttl": TtlPolicy, "blocks": BlockPolicy, "radix": RadixPolicy}
+        self.policy = kinds[config.cache_policy](self)
+        self.cache: CacheState = self.policy.empty()
 
     def identities(self) -> dict[str, str]:
         return {role: model.identity for role, model in self.models.items()}
@@ -38,47 +52,117 @@ class Prefixes:
         return f"{identities}|{self.config.recovery_mode}:{self.config.keep}"
 
     def drop_other_models(self) -> None:
-        """Drop the entries of models since replaced (their keys could never match again)."""
-        for entry in self.cache.remove_other_keys(self.key()):
-            self.drop(entry, "model changed")
+        """Drop what was cached for models since replaced (it could never match again)."""
+        self.policy.drop_other_models()
 
     def lookup(self, tokens: tuple[int, ...], now: float) -> Lookup:
-        exact = self.config.recovery_mode == "exact"
-        return self.cache.lookup(self.key(), tokens, now=now, exact=exact)
+        """The longest usable cached prefix of `tokens` (a prompt but its last token)."""
+        return self.policy.lookup(tokens, now)
 
     def cached_length(self, tokens: tuple[int, ...], now: float) -> int:
-        """Positions of `tokens` a restore would reuse now (no entry counts as used)."""
-        exact = self.config.recovery_mode == "exact"
-        return self.cache.lookup(self.key(), tokens, now=now, exact=exact, touch=False).reused
+        """Positions of `tokens` a restore would reuse now; changes nothing (no entry counts
+        as used, no radix node is split or touched)."""
+        return self.policy.cached_length(tokens, now)
+
+    def attach(self, request: Request, found: Lookup) -> None:
+        """Give a request that holds no rows the blocks `found` (a lookup's) names."""
+        if found.blocks:
+            self.blocks.attach(request, found.blocks)
+            self.policy.attached(request, found)
 
     def publish(self, request: Request, now: float) -> None:
-        """Offer the request's stored prefix (every model's rows) to the cache."""
-        boundary = min(min(c) for c in request.cursors.values())
-        if boundary <= 0:
+        """Offer the request's stored prefix (every model's rows) to the cache: after its
+        prompt, when it finishes, or (mid-prefill too) before it is preempted."""
+        self.policy.publish(request, now)
+
+    def expire(self, now: float) -> None:
+        self.policy.expire(now)
+
+    def evict_for(self, deficit: int) -> int:
+        """Evict cached prefixes until `deficit` blocks are freed (or none is left); returns
+        the blocks still missing."""
+        return self.policy.evict_for(deficit)
+
+    def blocks_only_cached(self, tables: list[list[int]]) -> set[int]:
+        held = {b for table in tables for b in table}
+        return {b for b in self.policy.held_blocks() if b not in held}
+
+    def held_blocks(self) -> set[int]:
+        """Blocks the cache holds a reference to."""
+        return self.policy.held_blocks()
+
+    def view(self, now: float) -> Any:
+        """snapshot()["cache"]: the policy's entries, as plain data."""
+        return self.policy.view(now)
+
+    def pool_view(self) -> dict[str, Any]:
+        """Keys the policy adds to snapshot()["pool"]."""
+        return self.policy.pool_view()
+
+
+class TtlPolicy:
+    """DeepInfer's state cache: whole-prefix entries with hot and warm lifetimes."""
+
+    def __init__(self, door: Prefixes) -> None:
+        self.door = door
+
+    @property
+    def cache(self) -> PrefixCache:
+        return self.door.cache  # type: ignore[return-value]
+
+    def empty(self) -> PrefixCache:
+        return PrefixCache(capacity=self.door.config.cache_capacity)
+
+    def drop_other_models(self) -> None:
+        for entry in self.cache.remove_other_keys(self.door.key()):
+            self.drop(entry, "model changed")
+
+    def cached_length(self, tokens: tuple[int, ...], now: float) -> int:
+        exact = self.door.config.recovery_mode == "exact"
+        key = self.door.key()
+        return self.cache.lookup(key, tokens, now=now, exact=exact, touch=False).reused
+
+    def lookup(self, tokens: tuple[int, ...], now: float) -> Lookup:
+        exact = self.door.config.recovery_mode == "exact"
+        found = self.cache.lookup(self.door.key(), tokens, now=now, exact=exact)
+        if found.entry is None:
+            return found
+        size = self.door.config.block_size
+        blocks = found.entry.blocks[: -(-found.reused // size)]
+        return Lookup(found.cache, found.reused, found.entry, found.reason, blocks)
+
+    def attached(self, request: Request, found: Lookup) -> None:
+        pass
+
+    def publish(self, request: Request, now: float) -> None:
+        door, config = self.door, self.door.config
+        stored = stored_positions(request)
+        if stored <= 0:
             return
-        blocks = request.table[: -(-boundary // self.config.block_size)]
-        ttls = (self.config.state_ttl, self.config.prefix_ttl)
+        blocks = request.table[: -(-stored // config.block_size)]
+        ttls = (config.state_ttl, config.prefix_ttl)
         entry, evicted = self.cache.publish(
-            self.key(), tuple(request.tokens[:boundary]), blocks, now=now, ttls=ttls
+            door.key(), tuple(request.tokens[:stored]), blocks, now=now, ttls=ttls
         )
         if evicted is not None:
             self.drop(evicted, "cache full")
         if entry is not None:
-            self.blocks.hold(entry.blocks)
-            self.log.emit(
+            door.blocks.hold(entry.blocks)
+            door.log.emit(
                 "publish",
                 request.request_id,
-                positions=boundary,
+                positions=stored,
                 blocks=list(entry.blocks),
                 hot_until=entry.hot_until,
                 warm_until=entry.warm_until,
             )
 
     def drop(self, entry: CacheEntry, why: str) -> None:
-        self.blocks.release(entry.blocks)
+        door = self.door
+        door.blocks.release(entry.blocks)
         if why != "expired":
-            self.counters["evictions"] += 1
-        self.log.emit(
+            door.counters["evictions"] += 1
+        door.log.emit(
             "evict", None, positions=len(entry.tokens), blocks=list(entry.blocks), reason=why
         )
 
@@ -87,16 +171,29 @@ class Prefixes:
             self.drop(entry, "expired")
 
     def evict_for(self, deficit: int) -> int:
-        """Evict least recently used entries until `deficit` blocks are freed (or none is
-        left); returns the blocks still missing."""
+        """Least recently used entries first."""
         while deficit > 0:
             entry = self.cache.evict_lru()
             if entry is None:
                 break
-            deficit -= self.blocks.only_holder(entry.blocks)
+            deficit -= self.door.blocks.only_holder(entry.blocks)
             self.drop(entry, "evicted for space")
         return deficit
 
-    def blocks_only_cached(self, tables: list[list[int]]) -> set[int]:
-        held = {b for table in tables for b in table}
-        return {b for b in self.cache.blocks() if b not in held}
+    def held_blocks(self) -> set[int]:
+        return self.cache.blocks()
+
+    def view(self, now: float) -> list[dict[str, Any]]:
+        return [
+            {
+                "tokens": list(entry.tokens),
+                "blocks": list(entry.blocks),
+                "state": entry.state(now),
+                "hot_until": entry.hot_until,
+                "warm_until": entry.warm_until,
+            }
+            for _, entry in self.cache.items()
+        ]
+
+    def pool_view(self) -> dict[str, Any]:
+        return {}

@@ -20,6 +20,7 @@ import numpy as np
 from .config import EngineConfig, Result
 from .model import TinyModel, is_integer
 from .rows import FinishedRows
+from .sampling import GREEDY, SamplingParams, check_sampling
 
 
 class Status(StrEnum):
@@ -64,6 +65,7 @@ class Request:
     # The table this map was made for, and the slot of every position it covers (an int: the
     # first slot, when the blocks are consecutive). Rebuilt only when the table changes.
     slot_map: tuple[list[int], np.ndarray | int] | None = None
+    sampling: SamplingParams = GREEDY  # a sampled request's seed is set at submit
 
     @property
     def generated(self) -> int:
@@ -120,6 +122,9 @@ EventKind = Literal[
     "commit",
     "publish",
     "evict",
+    "block_cached",  # the "blocks" cache policy
+    "block_evicted",
+    "insert",  # the "radix" cache policy
     "finished",
     "rollback",
     "step_aborted",
@@ -205,6 +210,7 @@ def new_request(
     eos_id: object,
     request_id: object,
     priority: object = 0,
+    sampling: object = None,
 ) -> Request:
     """A checked new request (ids not in `taken`); raises ValueError naming the bad field."""
     tokens = target.check_tokens(prompt, "prompt")
@@ -214,6 +220,7 @@ def new_request(
     if not is_integer(priority):
         raise ValueError(f"priority must be an integer, got {shown(priority)}")
     eos_id = target.check_eos_id(eos_id)
+    sampling = check_sampling(sampling).seeded()
     if request_id is None:
         number = len(taken) + 1
         while f"request-{number}" in taken:
@@ -232,6 +239,7 @@ def new_request(
         )
     request = Request(request_id, tokens, max_tokens, eos_id, list(tokens))
     request.priority, request.arrival = int(priority), len(taken)  # type: ignore[call-overload]
+    request.sampling = sampling
     return request
 
 

@@ -5,7 +5,7 @@ the drafter; what to keep, from the commit."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -13,8 +13,10 @@ from .blocks import BlockManager
 from .config import EngineConfig
 from .model import State, TinyModel
 from .request import Request
+from .reservation import Scheduled
 from .rows import BatchContext, RowBatchItem, Rows, Stored
-from .scheduler import Scheduled
+from .sampling import TARGET_STREAM, distributions, noise_rows, race
+from .speculation.acceptance import sampled_choices
 from .speculation.tree import ROOT, DraftTree
 
 Outputs = tuple[list[Rows | Exception], np.ndarray | None]
@@ -22,7 +24,8 @@ Outputs = tuple[list[Rows | Exception], np.ndarray | None]
 
 @dataclass(eq=False)
 class Verified:
-    """One request's verified rows: the target's argmax at the root and every verified node."""
+    """One request's verified rows, and the target's choice at the root and every verified
+    node (the argmax, or for a sampled request its seeded sample or rejection-sampler pick)."""
 
     plan: Scheduled
     request: Request
@@ -32,8 +35,9 @@ class Verified:
     out: Rows
     rows: dict[int, int]  # tree node -> row of `out`
     slots: np.ndarray  # pool slots of `out`
-    argmax: dict[int, int]
+    choice: dict[int, int]
     depth: int  # the target's layers: each consumer row is computed once per layer
+    checks: dict[int, dict] = field(default_factory=dict)  # a sampled node's p, q, draw...
 
 
 class Runner:
@@ -195,13 +199,13 @@ class Runner:
                 Verified(plan, request, tree, selected, item, out, rows, slots, {}, depth)
             )
         if verified:
-            self._store_and_argmax(verified, flat)
+            self._store_and_choose(verified, flat)
         return verified
 
-    def _store_and_argmax(self, verified: list[Verified], flat: np.ndarray | None) -> None:
+    def _store_and_choose(self, verified: list[Verified], flat: np.ndarray | None) -> None:
         """Write every computed target row into the pool (committed positions first, then the
-        tree's nodes as speculative rows), and read the target's argmax at every verified node
-        (and the root) of every request, in one call.
+        tree's nodes as speculative rows), and make the target's choice at every verified node
+        (and the root) of every request: the argmax for all greedy requests in one call.
 
         One write for the whole batch: each request's slots are its own blocks (copy-on-write
         happened when the round reserved space), so no commit touches another's rows.
@@ -221,8 +225,45 @@ class Runner:
             offset += len(v.out)
         logits = rows[np.array(index, dtype=np.intp), self.target.layout.logits]
         best = iter(logits.argmax(axis=-1).tolist())
+        starts, start = [], 0
         for v in verified:
-            v.argmax = {node: next(best) for node in v.rows}
+            v.choice = {node: next(best) for node in v.rows}
+            starts.append(start)
+            start += len(v.rows)
+        sampled = [
+            (v, at) for v, at in zip(verified, starts) if v.rows and not v.request.sampling.greedy
+        ]
+        if sampled:
+            self._sample(sampled, logits)
+
+    def _sample(self, sampled: list[tuple[Verified, int]], logits: np.ndarray) -> None:
+        """Sampled requests' choices (their rows start at the given offsets of `logits`): the
+        request's stream at each node's position decides, for every row in one pass."""
+        rows, params, seeds, positions = [], [], [], []
+        for v, start in sampled:
+            request, depths = v.request, v.tree.depths
+            rows.extend(range(start, start + len(v.rows)))
+            params.extend([request.sampling] * len(v.rows))
+            seeds.extend([request.sampling.seed] * len(v.rows))
+            root = len(request.tokens) - 1
+            positions.extend(root + depths[node] + 1 for node in v.rows)  # of the chosen token
+        probs = distributions(logits[rows], params)
+        uniforms = noise_rows(seeds, positions, TARGET_STREAM, probs.shape[1])
+        samples = race(probs, uniforms).tolist()
+        rejection = self.config.draft_acceptance == "rejection"
+        offset = 0
+        for v, _ in sampled:
+            count = len(v.rows)
+            v.choice, v.checks = sampled_choices(
+                v.tree,
+                v.selected,
+                list(v.rows),
+                probs[offset : offset + count],
+                uniforms[offset : offset + count],
+                samples[offset : offset + count],
+                v.plan.proposal.draft_probs if rejection else None,
+            )
+            offset += count
 
     # -- committed state --------------------------------------------------------------------
 

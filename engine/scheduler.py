@@ -23,26 +23,17 @@ from .blocks import BlockManager
 from .cache import counted
 from .config import EngineConfig
 from .history import History
+from .metrics import synthetic_cost
 from .model import TinyModel
-from .policies import RULES, admission_order, preemption_victim
+from .policies import RULES, admission_order
 from .prefixes import Prefixes
 from .request import EventLog, Request, Status
+from .reservation import PoolSpace, Scheduled
 from .speculation.budget import choose_budget, select_nodes
 from .speculation.proposal import Proposal
 
 Decision = Literal["run", "wait", "skip"]
 UNBOUNDED = 2**62  # a token budget of None
-
-
-@dataclass(eq=False)
-class Scheduled:
-    """One request's part of the round: its proposal and the nodes the target checks, or the
-    end of a prefill chunk that stops before the pending position (no token this round)."""
-
-    proposal: Proposal
-    selected: list[int]
-    request: Request  # the proposal's, kept at hand (read several times per request)
-    stop: int | None = None
 
 
 @dataclass(eq=False)
@@ -80,6 +71,7 @@ class Scheduler:
         self.delivered: set[str] = set()  # results run() or generate() returned
         # The models' identities at the last check for replaced weights (None: check again).
         self.checked_identities: dict[str, str] | None = None
+        self.space = PoolSpace(config, blocks, prefixes, history, log, counters, self)
         self.drafts = False  # the engine has a drafter: decoding requests may verify drafts
         self.now = 0.0  # the clock reading of the round being scheduled
 
@@ -289,8 +281,8 @@ class Scheduler:
         request.fresh = True
         found = self.prefixes.lookup(tuple(request.tokens[:-1]), now)
         reused = found.reused
-        if found.entry is not None:
-            self.blocks.attach(request, found.entry.blocks[: -(-reused // cfg.block_size)])
+        if found.blocks:
+            self.prefixes.attach(request, found)
             if request.identities is None:  # its rows now come from these weights
                 request.identities = self.prefixes.identities()
         consumer = reused if found.cache == "hot" else 0
@@ -316,6 +308,8 @@ class Scheduler:
             "recovery_mode": cfg.recovery_mode,
             "reason": found.reason,
         }
+        if cfg.cache_policy != "ttl":  # which blocks hit (ttl restores name their entry)
+            request.restore["hit_blocks"] = list(found.blocks)
         self.log.emit("restore", request.request_id, **request.restore)
 
     # -- the verification budget and pool space ---------------------------------------------
@@ -333,11 +327,35 @@ class Scheduler:
             else:
                 verifying.append(p)
         plans = self._verification(verifying, len(verifying) + plan.draft_room) + chunks
-        reserved: set[int] = set()  # requests that already hold this round's space
-        for each in sorted(plans, key=lambda p: p.request.admitted):  # oldest gets space first
-            if each.request.admitted and self._reserve(each, reserved):
-                reserved.add(id(each.request))
-        return [each for each in plans if id(each.request) in reserved]
+        return self.space.reserve(plans, self.now)
+
+    def emit_schedule(self, plans: list[Scheduled], now: float) -> None:
+        """What the round computes, request by request, against the token budget."""
+        parts = []
+        for each in plans:
+            request = each.request
+            stop = len(request.tokens) if each.stop is None else each.stop
+            rows = stop - request.cursor("target")[1]
+            prefill = rows if rows > 1 else 0
+            parts.append(
+                {
+                    "request_id": request.request_id,
+                    "prefill": prefill,
+                    "decode": rows - prefill,
+                    "draft": len(each.selected),
+                }
+            )
+        rows = sum(p["prefill"] + p["decode"] + p["draft"] for p in parts)
+        cost = {"synthetic_seconds": synthetic_cost(rows, self.config.cost_curve)}
+        self.log.emit(
+            "schedule",
+            None,
+            budget=self.config.token_budget,
+            rows=rows,
+            requests=parts,
+            clock=now,
+            **(cost if self.config.synthetic_clock else {}),
+        )
 
     def _verification(self, proposals: list[Proposal], room: int) -> list[Scheduled]:
         """Split the verification budget (`max_batch_tokens`, inside the token budget's
@@ -368,93 +386,3 @@ class Scheduler:
             Scheduled(p, select_nodes(p.tree, length - 1), p.request)
             for p, length in zip(proposals, budget.per_request)
         ]
-
-    def _reserve(self, plan: Scheduled, reserved: set[int]) -> bool:
-        """Get blocks for the plan's rows, shrinking its speculation to fit; False = deferred."""
-        request, blocks = plan.request, self.blocks
-        copies = blocks.copies(request)
-        count, shared = blocks.blocks_needed(request, copies, self._stop(plan))
-        free = blocks.free_count()
-        if count > free:
-            # The least this round can do: its prefill chunk whole (as vLLM, a chunk is not cut
-            # for space), or the pending position without drafts.
-            least = plan.stop if plan.stop is not None else len(request.tokens)
-            main, _ = blocks.blocks_needed(request, copies, least)
-            if main > free:
-                if not self._make_room(main, reserved, request):
-                    if request.admitted:  # not preempted itself: wait at the front of the queue
-                        self.queue.appendleft(request.request_id)
-                        request.waiting_for = f"{counted(main, 'free block')}"
-                        request.needs_blocks = main
-                        self.log.emit(
-                            "deferred",
-                            request.request_id,
-                            reason=f"needs {counted(main, 'free block')}; "
-                            "space freed now is usable next round",
-                        )
-                    return False
-                copies = blocks.copies(request)  # making room may have dropped holders
-                free = blocks.free_count()
-                count, shared = blocks.blocks_needed(request, copies, self._stop(plan))
-            while count > free and plan.selected:
-                plan.selected.pop()  # the deepest, most recently ranked node: still prefix-closed
-                count, shared = blocks.blocks_needed(request, copies, self._stop(plan))
-        blocks.take(request, count, shared)
-        request.needs_blocks = 0
-        return True
-
-    def _stop(self, plan: Scheduled) -> int:
-        """The position before which the plan's rows end."""
-        if plan.stop is not None:
-            return plan.stop
-        return len(plan.request.tokens) + len(plan.selected)
-
-    def _make_room(self, count: int, reserved: set[int], needer: Request) -> bool:
-        """True if `count` blocks are free now; else free space for the next round."""
-        if count <= self.blocks.free_count():
-            return True
-        self.history.trim_for_space(count)
-        if count <= self.blocks.free_count():
-            return True
-        # Space freed from now on is usable next round (this round may still be rewound).
-        deficit = self.prefixes.evict_for(count - self.blocks.free_count())
-        if deficit > 0:
-            victims = [
-                r
-                for r in self.requests.values()
-                if not r.finished and r.table and id(r) not in reserved
-            ]
-            if victims:
-                victim, rule = preemption_victim(self.config.schedule_policy, victims)
-                self._preempt(victim, count, rule, offer=victim is not needer)
-        return False
-
-    def _preempt(self, request: Request, wanted: int, rule: str, *, offer: bool) -> None:
-        """The victim offers what it computed to the cache and gives its blocks back. The cache
-        keeps them until the space is needed (least recently used entries go first), as vLLM's
-        free queue keeps a preempted request's cached blocks until they are reused. A request
-        that gives up its own blocks for itself offers nothing: they would stay pinned."""
-        lost = min(request.cursor("target"))
-        if offer:
-            self.prefixes.publish(request, self.now)
-        freed = self.blocks.release_all(request, rewritten=True)
-        kept = self.prefixes.cached_length(tuple(request.tokens[:-1]), self.now)
-        self.log.emit(
-            "preempt",
-            request.request_id,
-            lost_positions=lost,
-            kept_positions=kept,
-            recompute_positions=len(request.tokens) - kept,
-            freed_blocks=list(freed),
-            reason=f"pool exhausted: another request needed {counted(wanted, 'block')}; {rule}",
-        )
-        request.cursors = {}
-        request.admitted = 0
-        request.needs_blocks = 0
-        request.restore = None  # it holds no rows: the next admission restores afresh
-        request.status = Status.QUEUED
-        request.preemptions += 1
-        self.counters["preemptions"] += 1
-        if request.request_id in self.queue:
-            self.queue.remove(request.request_id)
-        self.queue.appendleft(request.request_id)

@@ -18,6 +18,11 @@ from .prefixes import Prefixes
 from .request import Request, Status
 
 
+def _short(digest: str | None) -> str | None:
+    """A block hash as viewers show it (the full one keys the "blocks" cache)."""
+    return None if digest is None else digest[:8]
+
+
 class Views:
     observer: Observer  # the engine sets it: the trace's metrics
 
@@ -99,7 +104,7 @@ class Views:
 
     def snapshot(self, tick: int, now: float) -> dict[str, Any]:
         """A JSON-serialisable view of the whole engine (see Engine.snapshot)."""
-        states = self.blocks.states(self._unfinished_tables(), self.prefixes.cache.blocks())
+        states = self.blocks.states(self._unfinished_tables(), self.prefixes.held_blocks())
         refcounts = self.blocks.refcounts()  # plain ints, read once (viewers call this often)
         requests = [self.request(r, tick, states, refcounts) for r in self.requests.values()]
         dropped_now = {block for view in requests for block in view["dropped_blocks"]}
@@ -108,7 +113,9 @@ class Views:
             state = states.get(block, "free")
             if state == "free" and block in dropped_now:
                 state = "dropped"
-            pool_blocks.append({"id": block, "state": state, "refcount": count, "hash": digest})
+            pool_blocks.append(
+                {"id": block, "state": state, "refcount": count, "hash": _short(digest)}
+            )
         metrics = self.metrics()
         verified = metrics["drafts"]["verified"]
         return {
@@ -135,17 +142,9 @@ class Views:
                 "num_blocks": self.blocks.num_blocks,
                 "block_size": self.config.block_size,
                 "blocks": pool_blocks,
+                **self.prefixes.pool_view(),
             },
-            "cache": [
-                {
-                    "tokens": list(entry.tokens),
-                    "blocks": list(entry.blocks),
-                    "state": entry.state(now),
-                    "hot_until": entry.hot_until,
-                    "warm_until": entry.warm_until,
-                }
-                for _, entry in self.prefixes.cache.items()
-            ],
+            "cache": self.prefixes.view(now),
             "requests": requests,
             "undo": {"available": len(self.history), "depth": self.config.undo_depth},
         }
@@ -195,7 +194,7 @@ class Views:
                     # Only blocks this request has filled and hashed: after a rollback into a
                     # block, the block still holds (and the pool still hashes) its old content
                     # for the cache and undo, but this request's part of it is partial.
-                    "hash": hashes[block] if index < request.hashed else None,
+                    "hash": _short(hashes[block]) if index < request.hashed else None,
                 }
             )
         return blocks
@@ -236,6 +235,7 @@ class Views:
             "generated": request.tokens[len(request.prompt) :],
             "max_tokens": request.max_tokens,
             "eos_id": request.eos_id,
+            "sampling": request.sampling.to_dict(),
             "pending_token": request.tokens[-1],
             "committed_positions": cursor,
             **self._schedule_state(request),

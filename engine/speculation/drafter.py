@@ -19,8 +19,9 @@ from ..model import TinyModel, length_groups
 from ..request import Request
 from ..rows import BatchContext, RowBatchItem, Rows
 from ..runner import Runner
-from .proposal import DraftRound, Proposal
-from .tree import ROOT, DraftTree, best_nodes, expand, top_children
+from .ngram import NgramDrafter, NgramRound
+from .proposal import DraftRound, Proposal, drafts, rooted, round_caps
+from .tree import ROOT, Children, best_nodes, expand, sampled_children, top_children
 
 Fail = Callable[[Request, str], None]  # finishes a request with an error message
 
@@ -35,10 +36,6 @@ class Drafter(Protocol):
         ...
 
 
-def rooted(batch: list[Request]) -> list[Proposal]:
-    return [Proposal(r, DraftTree.rooted(r.tokens[-1])) for r in batch]
-
-
 class NoDrafter:
     def propose(self, batch: list[Request], fail: Fail) -> DraftRound:
         return DraftRound(rooted(batch))
@@ -48,16 +45,18 @@ class NoDrafter:
 
 
 def drafter_for(
-    draft: TinyModel | None,
+    draft: TinyModel | NgramDrafter | None,
     runner: Runner,
     config: EngineConfig,
     counters: dict[str, int],
     *,
     reads_target: bool,
 ) -> Drafter:
-    """The drafter an engine with this draft model uses (a new kind of drafter is chosen here)."""
+    """The drafter an engine with this draft uses (a new kind of drafter is chosen here)."""
     if draft is None:
         return NoDrafter()
+    if isinstance(draft, NgramDrafter):
+        return NgramRound(draft, config)
     return ModelDrafter(draft, runner, config, counters, reads_target=reads_target)
 
 
@@ -86,23 +85,12 @@ class ModelDrafter:
         self.role = "target" if reads_target else "draft"
 
     def propose(self, batch: list[Request], fail: Fail) -> DraftRound:
-        cfg = self.config
         proposals = rooted(batch)
-        # Grow no more than the round can verify: a request's fair share of the extra positions
-        # bounds its depth, twice that its nodes (a 64-request round drafts one level, not four).
-        if cfg.max_batch_tokens <= len(proposals):
+        caps = round_caps(self.config, len(proposals))
+        if caps is None:
             return DraftRound(proposals)  # no position is left to verify a draft with
-        share = max(1, cfg.max_batch_tokens // len(proposals) - 1)
-        node_cap = min(cfg.max_draft_nodes, 2 * share)
-        depth_cap = min(cfg.draft_width, share)
-        # A round that still computes the prompt (or replays it) verifies only its main
-        # position: drafting then would repeat the prefill in the draft model for little gain.
-        active = [
-            p
-            for p in proposals
-            if min(depth_cap, p.request.remaining - 1) > 0
-            and p.request.cursor("target") == [len(p.request.tokens) - 1] * 2
-        ]
+        depth_cap, node_cap = caps
+        active = [p for p in proposals if drafts(p.request, depth_cap)]
         if not active:
             return DraftRound(proposals)
         items = [self.runner.draft_item(p.request, self.role) for p in active]
@@ -224,20 +212,48 @@ class ModelDrafter:
     def _expand_level(
         self, active: list[Proposal], expanding: list[list[int]], logits: np.ndarray, cap: int
     ) -> None:
-        """Add children to every expanded node of every tree (one softmax/top-k for all);
-        `logits` holds one row per expanded node, proposal after proposal."""
-        probabilities, top = top_children(logits, self.config.draft_branching)
+        """Add children to every expanded node of every tree (one softmax/top-k for all greedy
+        requests, one sampling pass for the others); `logits` holds one row per expanded node,
+        proposal after proposal."""
+        branching = self.config.draft_branching
+        probabilities, top = top_children(logits, branching)
+        sampled = self._sampled_children(active, expanding, logits)
         row = 0
         for proposal, nodes in zip(active, expanding):
             count = len(nodes)  # each expanded node contributed one row of logits
-            proposal.frontier = expand(
-                proposal.tree,
-                nodes,
-                probabilities[row : row + count],
-                top[row : row + count],
-                cap,
-            )
+            probs, tops = probabilities[row : row + count], top[row : row + count]
+            drawn = {}
+            if count and not proposal.request.sampling.greedy:
+                children = [sampled[row + i] for i in range(count)]
+                probs, tops = [c.probs for c in children], [c.tokens for c in children]
+                drawn = {(n, c.tokens[0]): c.q for n, c in zip(nodes, children) if c.q is not None}
+            proposal.frontier = expand(proposal.tree, nodes, probs, tops, cap)
+            for child in proposal.frontier if drawn else ():
+                key = (proposal.tree.parents[child], proposal.tree.tokens[child])
+                proposal.draft_probs[child] = drawn[key]
             row += count
+
+    def _sampled_children(
+        self, active: list[Proposal], expanding: list[list[int]], logits: np.ndarray
+    ) -> dict[int, Children]:
+        """The children of every expanded node of a sampled request, by row of `logits`."""
+        rows, params, positions = [], [], []
+        row = 0
+        for proposal, nodes in zip(active, expanding):
+            request = proposal.request
+            if not request.sampling.greedy:
+                for offset, node in enumerate(nodes):
+                    rows.append(row + offset)
+                    params.append(request.sampling)
+                    positions.append(len(request.tokens) + proposal.tree.depths[node])
+            row += len(nodes)
+        if not rows:
+            return {}
+        rejection = self.config.draft_acceptance == "rejection"
+        children = sampled_children(
+            logits[rows], params, positions, self.config.draft_branching, rejection
+        )
+        return dict(zip(rows, children))
 
     def _level_item(self, proposal: Proposal, nodes: list[int], depth: int) -> RowBatchItem:
         """The draft rows of `nodes` (all at `depth`), attending to this round's earlier rows."""

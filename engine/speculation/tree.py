@@ -8,8 +8,11 @@ case `branching == 1`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+
+from ..sampling import DRAFT_STREAM, TARGET_STREAM, SamplingParams, distributions, noise_rows, race
 
 ROOT = 0
 
@@ -22,8 +25,13 @@ class DraftTree:
     probs: list[float]  # draft probability of the token given its parent
     path_probs: list[float]  # product of probs from the root
     selected: list[bool] = field(default_factory=list)
-    verdicts: list[str] = field(default_factory=list)  # root/accepted/rejected/unverified
+    # root / accepted / rejected / discarded (below a rejected node) / unverified
+    verdicts: list[str] = field(default_factory=list)
     target_tokens: list[int | None] = field(default_factory=list)
+    # A sampled request's verified nodes: p(x), q(x), the draw, the acceptance probability,
+    # and at a rejection the top of the distribution the replacement came from.
+    checks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    ngram: dict[str, int] | None = None  # the n-gram drafter's match: context start, length
 
     @classmethod
     def rooted(cls, token: int) -> DraftTree:
@@ -40,25 +48,42 @@ class DraftTree:
         self.path_probs.append(self.path_probs[parent] * prob)
         return len(self.tokens) - 1
 
-    def judge(self, verified: list[int], path: list[int], argmax: dict[int, int]) -> None:
-        """Record each node's verdict and, where the target disagreed, the target's token."""
+    def judge(
+        self,
+        verified: list[int],
+        path: list[int],
+        choice: dict[int, int],
+        checks: dict[int, dict[str, Any]] | None = None,
+    ) -> None:
+        """Record each node's verdict and, where the target disagreed, the target's token. A
+        verified node below a rejected one is discarded with its parent (never judged)."""
         chosen, accepted = set(verified), set(path)
         self.selected = [i == ROOT or i in chosen for i in range(len(self))]
         self.verdicts, self.target_tokens = [], []
         for i in range(len(self)):
+            parent = self.parents[i]
             if i == ROOT:
                 verdict, token = "root", None
             elif i not in chosen:
                 verdict, token = "unverified", None
             elif i in accepted:
                 verdict, token = "accepted", self.tokens[i]
+            elif parent == ROOT or parent in accepted:
+                verdict, token = "rejected", choice.get(parent)
             else:
-                verdict, token = "rejected", argmax.get(self.parents[i])
+                verdict, token = "discarded", None
             self.verdicts.append(verdict)
             self.target_tokens.append(token)
+        end = path[-1] if path else ROOT  # where the replacement (or bonus) was chosen
+        self.checks = {}
+        for node, check in (checks or {}).items():
+            kept = dict(check)
+            if self.verdicts[node] != "rejected" or self.parents[node] != end:
+                kept.pop("replacement_top", None)  # no replacement was chosen in its place
+            self.checks[node] = kept
 
     def to_dict(self) -> dict:
-        return {
+        view: dict[str, Any] = {
             "nodes": [
                 {
                     "id": i,
@@ -70,10 +95,14 @@ class DraftTree:
                     "selected": self.selected[i] if self.selected else i == ROOT,
                     "verdict": self.verdicts[i] if self.verdicts else None,
                     "target_token": self.target_tokens[i] if self.target_tokens else None,
+                    **self.checks.get(i, {}),  # a sampled request's verified nodes
                 }
                 for i in range(len(self))
             ]
         }
+        if self.ngram is not None:
+            view["ngram"] = dict(self.ngram)
+        return view
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -117,6 +146,48 @@ def expand(
     for _, node, token, p in candidates[: max(0, room)]:
         added.append(tree.add(node, token, p))
     return added
+
+
+@dataclass(frozen=True)
+class Children:
+    """A sampled request's children of one node: their tokens, the probabilities the tree
+    ranks them by, and (rejection) the distribution q the one child was drawn from."""
+
+    tokens: list[int]
+    probs: list[float]
+    q: np.ndarray | None = None
+
+
+def sampled_children(
+    logits: np.ndarray,
+    params: list[SamplingParams],
+    positions: list[int],
+    branching: int,
+    rejection: bool,
+) -> list[Children]:
+    """The children a draft proposes for sampled requests, one row of draft logits per
+    expanded node (its request's parameters, the absolute position of the child), in one pass.
+
+    Rejection: one child drawn from the draft's q with the request's draft stream; it ranks by
+    max(q), not q(x), because which positions are verified must not depend on the draw.
+    Coupled: the draft's sample with the *target's* stream first (when q is close to p it is
+    the target's own choice), then the next most likely tokens; the target decides alone.
+    """
+    q = distributions(logits, params)
+    seeds = [p.seed for p in params]
+    stream = DRAFT_STREAM if rejection else TARGET_STREAM
+    first = race(q, noise_rows(seeds, positions, stream, q.shape[1])).tolist()
+    if rejection:
+        best = q.max(axis=-1).tolist()
+        return [Children([t], [b], row) for t, b, row in zip(first, best, q)]
+    if branching == 1:  # a chain: the sample alone
+        return [Children([t], [float(row[t])]) for t, row in zip(first, q)]
+    order = np.argsort(-q, axis=-1, kind="stable")[:, :branching].tolist()
+    children = []
+    for token, ranked, row in zip(first, order, q):
+        tokens = [token, *[t for t in ranked if t != token and row[t] > 0][: branching - 1]]
+        children.append(Children(tokens, [float(row[t]) for t in tokens]))
+    return children
 
 
 def best_nodes(tree: DraftTree, nodes: list[int], count: int) -> list[int]:

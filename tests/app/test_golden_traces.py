@@ -3,8 +3,10 @@
 Each fixture was saved by the engine as it stood before the restructure: the built-in
 scenario, a branching draft tree, and a small pool with preemptions, undo and a rollback. The
 first two are version-1 traces (before the token budget): they replay through the comparison
-of events as version 1 recorded them. The third was recorded again (version 2) when a preempted
-request began offering its computed prefix to the cache, which changes what later rounds do.
+of events as version 1 recorded them; in the tree's `verify` events the children of rejected
+nodes were edited from "rejected" to "discarded" when that verdict came in (issue 23), nothing
+else. The third was recorded again (version 2) when a preempted request began offering its
+computed prefix to the cache, which changes what later rounds do.
 """
 
 from pathlib import Path

@@ -314,7 +314,8 @@ def run_python_blocks(document: str, capsys: pytest.CaptureFixture[str]) -> list
 
 
 def test_library_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
-    imports, first, rounds, edges, order, warm_up = run_python_blocks("docs/library.md", capsys)
+    blocks = run_python_blocks("docs/library.md", capsys)
+    imports, first, rounds, edges, sampling, ngram, order, warm_up = blocks
     assert imports == ""
     assert re.fullmatch(r"request-1 \((\d+, ){3}\d+\) length\n", first)
     cold, drafted = rounds.splitlines()
@@ -323,6 +324,9 @@ def test_library_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     refusal, states = edges.splitlines()
     assert "prompt[1]" in refusal and "vocabulary" in refusal
     assert states == "['warm']"
+    seed, rejection = sampling.splitlines()  # a drawn seed, then six sampled tokens
+    assert seed.isdigit() and re.fullmatch(r"\((\d+, ){5}\d+\)", rejection)
+    assert ngram == "[7, 8, 1]\n"
     # run() pairs with the prompts: submission order, though the second finishes first.
     assert [line.split()[-2] for line in order.splitlines()] == [
         "request-1",

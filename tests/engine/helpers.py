@@ -2,7 +2,8 @@
 
 Everything here reads `engine.snapshot()`, `engine.metrics()`, `engine.result()`,
 `engine.committed_state()` and `engine.trace`; nothing reaches into engine internals. The
-oracle is `greedy_generate`, which recomputes the whole sequence for every token.
+oracle is `sample_generate` with the request's sampling as its view shows it (seed included):
+for a greedy request that is `greedy_generate`; both recompute the whole sequence per token.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from engine import Engine, Result, greedy_generate
+from engine import Engine, Generation, Result, SamplingParams, TinyModel, sample_generate
+from tests.engine.policy_checks import cache_holdings, check_cache_policy
 
 TOLERANCE = 1e-10
 FREE_STATES = ("free", "dropped")  # "dropped" = free, released during the latest round
@@ -111,6 +113,14 @@ def restore_of(events: list[dict[str, Any]], request_id: str) -> dict[str, Any]:
     return restore
 
 
+def oracle(
+    model: TinyModel, view: dict[str, Any], max_tokens: int, eos_id: int | None = None
+) -> Generation:
+    """The request's oracle: its sampling (greedy by default) with its recorded seed."""
+    sampling = SamplingParams.from_dict(view.get("sampling") or {})
+    return sample_generate(model, view["prompt"], max_tokens, eos_id, sampling)
+
+
 def check_against_oracle(engine: Engine, request_id: str, *, check_state: bool = True) -> Result:
     """A finished request's tokens and committed state equal greedy full recompute.
 
@@ -122,9 +132,9 @@ def check_against_oracle(engine: Engine, request_id: str, *, check_state: bool =
     view = request_view(engine.snapshot(), request_id)
     eos_id, max_tokens = view["eos_id"], view["max_tokens"]
     if result.finish_reason in ("stop", "length"):
-        oracle = greedy_generate(engine.target, result.prompt, max_tokens=max_tokens, eos_id=eos_id)
-        assert result.tokens == oracle.tokens, (
-            f"{request_id}: engine {result.tokens} != oracle {oracle.tokens} "
+        expected = oracle(engine.target, view, max_tokens, eos_id)
+        assert result.tokens == expected.tokens, (
+            f"{request_id}: engine {result.tokens} != oracle {expected.tokens} "
             f"({result.finish_reason})"
         )
         if result.finish_reason == "stop":
@@ -133,15 +143,13 @@ def check_against_oracle(engine: Engine, request_id: str, *, check_state: bool =
             assert len(result.tokens) == max_tokens
     else:
         assert result.finish_reason in ("cancelled", "error"), result.finish_reason
-        oracle = greedy_generate(
-            engine.target, result.prompt, max_tokens=len(result.tokens), eos_id=eos_id
-        )
-        assert result.tokens == oracle.tokens, (
+        expected = oracle(engine.target, view, len(result.tokens), eos_id)
+        assert result.tokens == expected.tokens, (
             f"{request_id}: {result.finish_reason} with {result.tokens}, which is not a prefix "
-            f"of the oracle's output {oracle.tokens}"
+            f"of the oracle's output {expected.tokens}"
         )
     if check_state:
-        error = engine.committed_state(request_id).max_error(oracle.state)
+        error = engine.committed_state(request_id).max_error(expected.state)
         assert error < TOLERANCE, f"{request_id}: committed state differs by {error}"
     return result
 
@@ -161,9 +169,9 @@ def check_live_prefixes(engine: Engine) -> None:
         if view["status"] == "finished":
             continue
         generated = tuple(view["generated"])
-        oracle = greedy_generate(engine.target, view["prompt"], max_tokens=len(generated))
-        assert generated == oracle.tokens, f"{view['id']}: {generated} vs {oracle.tokens}"
-        error = engine.committed_state(view["id"]).max_error(oracle.state)
+        expected = oracle(engine.target, view, len(generated))
+        assert generated == expected.tokens, f"{view['id']}: {generated} vs {expected.tokens}"
+        error = engine.committed_state(view["id"]).max_error(expected.state)
         assert error < TOLERANCE, f"{view['id']}: live committed state differs by {error}"
 
 
@@ -228,12 +236,14 @@ def check_block_invariants(engine: Engine) -> dict[str, Any]:
         holders.update(ids)
         request_held.update(ids)
     cache_held: set[int] = set()
-    for entry in snapshot["cache"]:
+    for entry in cache_holdings(snapshot):
         assert len(entry["blocks"]) == -(-len(entry["tokens"]) // size), entry
-        # The state follows the clock; an expired entry holds its blocks until the next round.
-        now = snapshot["clock"]
-        live = "hot" if now < entry["hot_until"] else "warm"
-        assert entry["state"] == ("expired" if now >= entry["warm_until"] else live), entry
+        if "state" in entry:  # a ttl entry
+            # The state follows the clock; an expired entry holds its blocks until the next
+            # round.
+            now = snapshot["clock"]
+            live = "hot" if now < entry["hot_until"] else "warm"
+            assert entry["state"] == ("expired" if now >= entry["warm_until"] else live), entry
         holders.update(entry["blocks"])
         cache_held.update(entry["blocks"])
         for position, token in enumerate(entry["tokens"]):
@@ -291,6 +301,7 @@ def check_block_invariants(engine: Engine) -> dict[str, Any]:
     assert 0 <= undo["available"] <= max(undo["depth"], 0), undo
     assert undo["available"] == engine.undo_available
     assert snapshot["idle"] == engine.idle == (not queue)
+    check_cache_policy(snapshot)
     return snapshot
 
 
@@ -323,5 +334,6 @@ def strip_clock(snapshot: dict[str, Any]) -> dict[str, Any]:
     """A snapshot without the fields that follow the wall clock rather than engine state."""
     copy = dict(snapshot)
     copy.pop("clock", None)
-    copy["cache"] = [{k: v for k, v in e.items() if k != "state"} for e in snapshot["cache"]]
+    if isinstance(snapshot["cache"], list):  # ttl entries (a radix tree has no clock)
+        copy["cache"] = [{k: v for k, v in e.items() if k != "state"} for e in snapshot["cache"]]
     return copy

@@ -38,7 +38,8 @@ def per_request(events: list[Event], kind: str) -> dict[str, Event]:
 
 
 def selected_nodes(verify: Event) -> set[int]:
-    return {n["id"] for n in verify["nodes"] if n["verdict"] in ("accepted", "rejected")}
+    judged = ("accepted", "rejected", "discarded")
+    return {n["id"] for n in verify["nodes"] if n["verdict"] in judged}
 
 
 def test_copy_draft_with_branching_accepts_the_greedy_path_and_rejects_siblings() -> None:
