@@ -29,6 +29,7 @@ from engines import OurEngine  # noqa: E402
 from measure import StepRecord, drive  # noqa: E402
 from tui_latency import run_tui  # noqa: E402
 from workloads import (  # noqa: E402
+    TUI_WORKLOADS,
     LongShape,
     TuiShape,
     Tuning,
@@ -42,7 +43,7 @@ from workloads import (  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python benchmarks/profile_workload.py")
-    parser.add_argument("workload", choices=("batch", "batch-greedy", "long", "tui"))
+    parser.add_argument("workload", choices=("batch", "batch-greedy", "long", *TUI_WORKLOADS))
     parser.add_argument("--context", type=int, default=2048, help="long: prompt length")
     parser.add_argument("--mode", choices=("greedy", "speculative"), default="speculative")
     parser.add_argument(
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         label = f"long-{args.context}-{args.mode}{phase}"
         profile_long(profiler, ours, shape, tuning, args.context, args.mode, args.phase)
     elif isinstance(shape, TuiShape):
-        label = "tui"
+        label = args.workload
         profiler.enable()
         outcome = run_tui(shape)  # the app's event loop runs in this thread: it is profiled
         profiler.disable()

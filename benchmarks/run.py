@@ -28,7 +28,9 @@ from floor import decode_floor  # noqa: E402
 from report import batch_ratios, evaluate_targets, long_ratios, render  # noqa: E402
 from tui_latency import run_tui_repeated  # noqa: E402
 from workloads import (  # noqa: E402
+    DEFAULT_WORKLOADS,
     MAX_RUNS_PER_TURN,
+    TUI_WORKLOADS,
     WORKLOAD_NAMES,
     Tuning,
     batch_memory,
@@ -143,7 +145,7 @@ def progress(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    selected = [n for n in WORKLOAD_NAMES if n in (args.workload or WORKLOAD_NAMES)]
+    selected = [n for n in WORKLOAD_NAMES if n in (args.workload or DEFAULT_WORKLOADS)]
     all_shapes = shapes(args.quick)
     time_limit = args.time_limit or (30.0 if args.quick else 180.0)
     min_turn_seconds = args.min_turn_seconds
@@ -184,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         "workloads": {},
     }
     engines = [e for e in (ours, theirs) if e is not None]
-    if any(n != "tui" for n in selected):
+    if any(n not in TUI_WORKLOADS for n in selected):
         for engine in engines:
             progress(f"warming up {engine.label}")
             warm_up(engine, tuning)
@@ -230,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             entry["decode_floor"] = decode_floor(
                 shape.lengths, MODEL_SHAPE["width"], MODEL_SHAPE["depth"], MODEL_SHAPE["vocab_size"]
             )
-        elif name == "tui":
-            progress(f"tui: {shape.presses} presses at {shape.requests} active requests")
+        elif name in TUI_WORKLOADS:
+            progress(f"{name}: {shape.presses} presses at {shape.requests} requests")
             entry["ours"] = run_tui_repeated(shape, args.repeat)
             entry["note"] = "the reference has no user interface: no comparison"
     if not args.no_memory:

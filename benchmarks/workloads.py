@@ -20,7 +20,10 @@ from typing import Any
 from engines import EngineSpec, EngineUnderTest
 from measure import RunRecord, drive, summarise_steps
 
-WORKLOAD_NAMES = ("batch", "batch-greedy", "long", "tui")
+WORKLOAD_NAMES = ("batch", "batch-greedy", "long", "tui", "tui-prefixes")
+TUI_WORKLOADS = ("tui", "tui-prefixes")
+# What a run without --workload measures: tui-prefixes (a minute of long prefills) on request.
+DEFAULT_WORKLOADS = tuple(name for name in WORKLOAD_NAMES if name != "tui-prefixes")
 VOCAB = 64
 
 
@@ -45,6 +48,7 @@ class TuiShape:
     prompt_tokens: int
     new_tokens: int
     presses: int
+    prefixes: int = 0  # > 0: issue 26's scenario (prompts on shared prefixes, see tui_latency)
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,18 @@ def shapes(quick: bool) -> dict[str, Any]:
             ),
             "long": LongShape(lengths=(256, 1024), new_tokens=8),
             "tui": TuiShape(requests=64, prompt_tokens=16, new_tokens=64, presses=10),
+            "tui-prefixes": TuiShape(
+                requests=48, prompt_tokens=0, new_tokens=16, presses=10, prefixes=4
+            ),
         }
     return {
         "batch": BatchShape(requests=16, prompt_tokens=64, new_tokens=64, speculative=True),
         "batch-greedy": BatchShape(requests=16, prompt_tokens=64, new_tokens=64, speculative=False),
         "long": LongShape(lengths=(256, 1024, 2048, 4096), new_tokens=32),
         "tui": TuiShape(requests=64, prompt_tokens=16, new_tokens=256, presses=50),
+        "tui-prefixes": TuiShape(
+            requests=48, prompt_tokens=0, new_tokens=16, presses=40, prefixes=4
+        ),
     }
 
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -32,11 +33,14 @@ from .export import DEFAULT_EXPORT_DIR
 from .export_worker import ExportActions
 from .live_actions import LiveActions
 from .replay_source import ReplayLike
+from .screen_limits import large_block_warning
 from .screens.help import HelpScreen, KeyHelp
 from .session import Session
 from .toasts import Notices, Toasts
+from .view_actions import ViewActions
 from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTable, StatusBar
 from .widgets.footer import KeyFooter
+from .widgets.round_pane import RoundPane
 from .widgets.status import DescriptionLine
 from .widgets.view import ComputingRound, View
 
@@ -64,7 +68,7 @@ def _screen_name(screen: Screen[Any]) -> str:
     return names.get(type(screen).__name__, "the dialog")
 
 
-class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
+class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
     """Step, cancel, roll back and inspect a live engine session (or replay a saved one)."""
 
     CSS_PATH = "app.tcss"
@@ -97,12 +101,19 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
         self._session = session
         self.export_dir = Path(export_dir) if export_dir is not None else DEFAULT_EXPORT_DIR
         self.replay = replay
+        self._label_width = (
+            max((cell_len(f.label) for f in replay.frames), default=0) if replay else 0
+        )
         self._table: RequestTable | None = None  # once mounted
         self._shown_id: str | None = None  # the request the detail panes show
         self.filter_log = False
+        self.log_kind: str | None = None  # the one event kind the log shows (None: all)
         self._auto_run = AutoRun(self)
         self._exporting = False
         self._quit_after_export = False
+        self._quit_asked = False  # q asked once about unsaved hand-made history
+        # The session's operations when the last export (written) and this one began.
+        self._exported_operations = self._export_began_at = 0
         self._computing: ComputingRound | None = None  # a round running on its own thread
         self._palette_opened = self._palette_ran = 0  # palette openings; the last that ran
         self._binding_states: tuple[bool | None, ...] = ()
@@ -155,6 +166,7 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
             yield RequestTable(id="requests")
             yield BlockMap(id="blocks")
             yield DraftTree(id="tree")
+            yield RoundPane(id="round")
             yield CommitLog(id="log")
         yield KeyFooter({"-minor": MINOR_ACTIONS, "-secondary": SECONDARY_ACTIONS}, id="footer")
 
@@ -164,6 +176,10 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
         table.border_title = "Requests"
         self.refresh_view()
         table.focus()
+        block_size = int(self.view.snapshot.get("pool", {}).get("block_size", 1))
+        warning = large_block_warning(block_size, *self.size)
+        if warning:
+            self.notify(warning.capitalize(), title="Large blocks", severity="warning", timeout=10)
 
     def on_unmount(self) -> None:
         self._auto_run.stop()
@@ -182,6 +198,7 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
                 computing=self._computing,
                 auto_running=self.auto_running,
                 auto_waiting=self.auto_waiting,
+                exporting=self._exporting,
             )
         if self.replay is not None:
             frame = self.replay.current
@@ -190,13 +207,15 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
                 count=len(self.replay.frames),
                 label=frame.label,
                 divergence=self.replay.divergence,
+                label_width=self._label_width,
             )
-            return View(frame.snapshot, frame.log, replay=position)
+            return View(frame.snapshot, frame.log, replay=position, exporting=self._exporting)
         return View(
             self._session.snapshot(),
             self._session.log_view(),
             auto_running=self.auto_running,
             auto_waiting=self.auto_waiting,
+            exporting=self._exporting,
         )
 
     def refresh_view(self) -> None:
@@ -224,7 +243,9 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
         selected = self._shown_id = self.selected_id
         self.query_one(BlockMap).show(self.view, selected)
         self.query_one(DraftTree).show(self.view, selected)
-        self.query_one(CommitLog).show(self.view, selected if self.filter_log else None)
+        self.query_one(RoundPane).show(self.view)
+        log = self.query_one(CommitLog)
+        log.show(self.view, selected if self.filter_log else None, self.log_kind)
 
     def _sync_selection(self) -> None:
         """Show the cursor's request in the detail panes if they still show another."""
@@ -313,11 +334,6 @@ class DebuggerApp(LiveActions, ExportActions, Notices, App[None]):
             self.refresh_view()
 
     # -- views, screens and files -------------------------------------------------------------
-
-    def action_filter_log(self) -> None:
-        self.filter_log = not self.filter_log
-        self._show_selection()
-        self._refresh_bindings_if_changed()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.key_help()), self._after_help)

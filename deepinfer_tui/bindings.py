@@ -46,6 +46,36 @@ KEYS: tuple[Key, ...] = (
     Key("add_request", "a", "add", "Add a request (asks tokens)"),
     Key("advance_clock", "t", "clock", "Advance the clock to the next cache expiry"),
     Key("filter_log", "f", "filter", "Log: only the selected request / all"),
+    Key("show_tree", "1", "tree", "View area: the selected request's draft tree", show=False),
+    Key(
+        "show_round",
+        "4",
+        "round",
+        "View area: the last round's token budget, split by request and kind",
+        show=False,
+    ),
+    Key(
+        "filter_kind",
+        "k",
+        "kind",
+        "Log: only one kind of event (commit, restore, publish, evict, ...; k again: the "
+        "next, then all)",
+        show=False,
+    ),
+    Key(
+        "order_requests",
+        "o",
+        "order",
+        "Requests: sort by prompt, tokens, blocks or state (o again: the next, then as submitted)",
+        show=False,
+    ),
+    Key(
+        "filter_state",
+        "s",
+        "state",
+        "Requests: only running, queued or finished ones (s again: the next, then all)",
+        show=False,
+    ),
     Key("export", "e", "export", "Export a trace snapshot (files)"),
     # Priority: dialogs (modal screens) keep the app's other keys from them.
     Key(
@@ -58,7 +88,7 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("guide", "g", "guide", "Open the guide chapters"),
     Key("help", "question_mark,f1", "help", "Keys, panes and legend"),
-    Key("quit", "q", "quit", "Quit"),
+    Key("quit", "q", "quit", "Quit (asks once if what you did by hand is not exported)"),
 )
 # Help-only rows: keys Textual itself handles.
 EXTRA_HELP: tuple[tuple[str, str, str], ...] = (
@@ -80,7 +110,17 @@ MUTATING = frozenset(
     }
 )
 REPLAY_ONLY = frozenset({"frame_forward", "frame_back"})
-DEBUGGER_ACTIONS = MUTATING | REPLAY_ONLY | {"filter_log", "export", "save_screen", "guide"}
+DEBUGGER_ACTIONS = (
+    MUTATING
+    | REPLAY_ONLY
+    | {
+        "filter_log",
+        "filter_kind",
+        "export",
+        "save_screen",
+        "guide",
+    }
+)
 # Actions that also act over another screen: a screenshot of a dialog or the guide is useful.
 OVER_ANY_SCREEN = frozenset({"save_screen"})
 # Keys the footer drops on narrow terminals, and more on tiny ones, so help and quit stay in

@@ -17,8 +17,9 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from .columns import COLUMNS, request_cells
 from .describe import describe, format_blocks, format_tokens, plural, ttl_cache_entries
-from .legend import BLOCK_MARKS, VERDICT_MARKS, Mark, pool_legend, status_mark
+from .legend import BLOCK_MARKS, SLOT_MARKS, VERDICT_MARKS, Mark, pool_legend
 
 
 def _percent(value: float | None) -> str:
@@ -138,28 +139,26 @@ def _block_mark(state: str) -> Mark:
 
 
 def request_table(snapshot: dict[str, Any]) -> Table:
+    """The screen's request table (the same columns and cells), with the generated tokens."""
     table = Table(title="Requests", title_justify="left", expand=False)
-    for column in ("id", "state", "cache", "out", "drafts", "blocks", "finish", "generated"):
-        table.add_column(column, no_wrap=column != "generated")
+    for column in COLUMNS:
+        table.add_column(column.header, no_wrap=True)
+    table.add_column("generated")
     for request in snapshot["requests"]:
-        restore = request["restore"]
-        cache = f"{restore['cache']} {restore['reused_positions']}" if restore else "–"
-        drafts = f"{request['accepted']}/{request['proposed']}"
-        mark = status_mark(request)
-        table.add_row(
-            request["id"],
-            Text(f"{mark.symbol} {request['status']}", mark.style),
-            cache,
-            f"{len(request['generated'])}/{request['max_tokens']}",
-            drafts,
-            str(len(request["blocks"])),
-            request["finish_reason"] or "",
-            format_tokens(request["generated"]),
-        )
+        cells = [Text(text, style) for text, style in request_cells(request)]
+        table.add_row(*cells, format_tokens(request["generated"]))
     return table
 
 
-def block_map(request: dict[str, Any]) -> RenderableType:
+def _rolled_back_this_round(request: dict[str, Any], tick: int | None) -> set[int]:
+    commit = request.get("last_commit")
+    if not commit or commit.get("round") != tick:
+        return set()
+    committed = request["committed_positions"]
+    return {p for p in commit.get("speculative_positions", []) if p >= committed}
+
+
+def block_map(request: dict[str, Any], tick: int | None = None) -> RenderableType:
     if not request["blocks"]:
         why = "finished; its blocks went back to the pool or the cache"
         if request["status"] != "finished":
@@ -169,13 +168,17 @@ def block_map(request: dict[str, Any]) -> RenderableType:
     table = Table(box=None, padding=(0, 1), show_edge=False)
     for column in ("block", "positions", "slots", "ref", "state", "hash"):
         table.add_column(column, no_wrap=True)
+    rolled_back = _rolled_back_this_round(request, tick)
     for block in request["blocks"]:
         slots = Text()
         for offset, token in enumerate(block["slots"]):
             position = block["first_position"] + offset
             in_window = low <= position < high
-            label = "·" if token is None else str(token)
-            slots.append(label, "bold underline" if in_window else "")
+            if token is None:  # the screen's marks: × rolled back this round, · empty
+                mark = SLOT_MARKS["rolled_back" if position in rolled_back else "empty"]
+                slots.append(mark.symbol, mark.style)
+            else:
+                slots.append(str(token), "bold underline" if in_window else "")
             slots.append(" ")
         mark = _block_mark(block["state"])
         first = block["first_position"]
@@ -243,7 +246,7 @@ def commit_summary(commit: dict[str, Any]) -> str:
     return line
 
 
-def request_section(request: dict[str, Any]) -> Panel:
+def request_section(request: dict[str, Any], tick: int | None = None) -> Panel:
     restore = request["restore"]
     lines = Text()
     lines.append(f"prompt {format_tokens(request['prompt'])} → generated ")
@@ -265,7 +268,7 @@ def request_section(request: dict[str, Any]) -> Panel:
         f" ({request['finish_reason']})" if request["finish_reason"] else ""
     )
     return Panel(
-        Group(lines, block_map(request), draft_tree(request)),
+        Group(lines, block_map(request, tick), draft_tree(request)),
         title=Text(f"{request['id']} · {status}"),  # a Text: ids are not markup
         title_align="left",
     )
@@ -309,7 +312,7 @@ def snapshot_document(snapshot: dict[str, Any], log: list[dict[str, Any]]) -> Gr
         pool_strip(snapshot),
         Text(),
         request_table(snapshot),
-        *(request_section(request) for request in snapshot["requests"]),
+        *(request_section(request, snapshot["tick"]) for request in snapshot["requests"]),
         cache_table(snapshot),
         Rule(f"Commit log · {len(log)} entries"),
         commit_log(log),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from textual.dom import DOMNode
 from textual.notifications import SeverityLevel
+from textual.widgets._toast import ToastRack
 from textual.worker import Worker, WorkerState
 
 from .describe import error_message
@@ -72,17 +73,50 @@ def export_notice(worker: Worker[object], diverged: bool) -> Notice | None:
     return None
 
 
+def hand_made(operations: list[dict[str, object]]) -> list[str]:
+    """What was done by hand among these operations (all but steps), by kind, in order."""
+    names = {
+        "cancel": "a cancel",
+        "rollback": "a rollback",
+        "submit": "an added request",
+        "clock": "a clock move",
+        "undo": "an undo",
+    }
+    kinds = [names.get(str(op.get("op")), str(op.get("op"))) for op in operations]
+    return list(dict.fromkeys(kind for kind, op in zip(kinds, operations) if op["op"] != "step"))
+
+
 class ExportActions:
     async def action_quit(self: DebuggerApp) -> None:
         if self._exporting:  # `e` then `q` at once: the files first, then quit
             self._quit_after_export = True
             self.notify("Quitting once the export is written", title="Export")
             return
+        unsaved = self.unsaved_hand_work()
+        if unsaved and not self._quit_asked:
+            # Asked once: a second q quits.
+            self._quit_asked = True
+            self.notify(
+                f"This session has {' and '.join(unsaved)} made by hand and not exported: "
+                "press q again to quit anyway, or e to export first.",
+                title="Quit?",
+                severity="warning",
+                timeout=8,
+            )
+            return
         await super().action_quit()
+
+    def unsaved_hand_work(self: DebuggerApp) -> list[str]:
+        """What the user did by hand since the last written export began (nothing in a
+        replay, which is read-only)."""
+        if self.replay is not None:
+            return []
+        return hand_made(self._session.operations[self._exported_operations :])
 
     def action_export(self: DebuggerApp) -> None:
         self._exporting = True
-        self._refresh_bindings_if_changed()
+        self._export_began_at = len(self._session.operations)
+        self.refresh_view()  # the header says an export is being written until it is
         # A trace being viewed exports the frame on screen, not the end of the trace.
         replay = self.replay
         if replay is None:
@@ -97,8 +131,11 @@ class ExportActions:
         self._exporting = False
         if self.closing:
             return
+        self.refresh_view()  # the header's "writing the export" goes
         diverged = self.replay is not None and bool(self.replay.divergence)
         notice = export_notice(event.worker, diverged)
+        if event.worker.state == WorkerState.SUCCESS:
+            self._exported_operations = self._export_began_at
         if notice is not None:
             message, title, severity = notice
             self.notify(message, title=title, severity=severity)
@@ -109,6 +146,21 @@ class ExportActions:
             self.exit()
 
     def action_save_screen(self: DebuggerApp) -> None:
+        # The toasts (an earlier "Screenshot saved" among them) are not part of the screen
+        # being debugged: hidden while the screen is captured, after the next repaint.
+        racks = list(self.screen.query(ToastRack))
+        for rack in racks:
+            rack.display = False
+        self.screen.call_after_refresh(self._save_screen, racks)
+
+    def _save_screen(self: DebuggerApp, racks: list[ToastRack]) -> None:
+        try:
+            self._write_screenshot()
+        finally:
+            for rack in racks:
+                rack.display = True
+
+    def _write_screenshot(self: DebuggerApp) -> None:
         snapshot = self.view.snapshot
         scenario = snapshot.get("session", {}).get("scenario", "session")
         stem = free_stem(

@@ -11,6 +11,14 @@ from typing import Any
 
 from rich.text import Text
 
+# Red is for loss and failure only (cancelled, dropped, rejected, rolled back, errors); the
+# prefix cache has hues of its own. Fixed 256-colour names, not ANSI ones: a theme maps ANSI
+# red and magenta to near-equal pinks, and these stay apart in every theme.
+CACHE_HUE = "medium_purple1"
+HOT_STYLE = f"bold {CACHE_HUE}"
+WARM_STYLE = "light_slate_blue"
+COLD_STYLE = "steel_blue1"
+
 
 @dataclass(frozen=True)
 class Mark:
@@ -21,9 +29,14 @@ class Mark:
 
 BLOCK_MARKS: dict[str, Mark] = {
     "committed": Mark("█", "green", "committed: held by one request"),
-    "shared": Mark("▓", "cyan", "shared: held by a request and by another holder"),
-    "cached": Mark("▒", "magenta", "cached: held only by the prefix cache"),
-    "retained": Mark("░", "yellow", "retained: kept for undo history (the header's “undo”)"),
+    "shared": Mark(
+        "▓",
+        "cyan",
+        "shared: held by more than one holder, named after it: requests, cache (×N: by N "
+        "cache entries), undo (the undo history)",
+    ),
+    "cached": Mark("▒", CACHE_HUE, "cached: held only by the prefix cache"),
+    "retained": Mark("░", "yellow", "retained: kept for the undo history only"),
     "dropped": Mark("×", "bold red", "dropped: freed this round (retained while undo needs it)"),
     "free": Mark("·", "bright_black", "free"),
 }
@@ -38,11 +51,9 @@ STATUS_MARKS: dict[str, Mark] = {
 }
 
 CACHE_MARKS: dict[str, Mark] = {
-    "hot": Mark(
-        "hot", "bright_red", "hot: cached rows reused as they are; later positions computed"
-    ),
-    "warm": Mark("warm", "yellow", "warm: encoder prefix reused, consumers replayed"),
-    "cold": Mark("cold", "cyan", "cold: nothing cached, full prefill"),
+    "hot": Mark("hot", HOT_STYLE, "hot: cached rows reused as they are; later positions computed"),
+    "warm": Mark("warm", WARM_STYLE, "warm: encoder prefix reused, consumers replayed"),
+    "cold": Mark("cold", COLD_STYLE, "cold: nothing cached, full prefill"),
 }
 
 VERDICT_MARKS: dict[str, Mark] = {
@@ -69,20 +80,57 @@ def status_mark(request: Mapping[str, Any]) -> Mark:
     return STATUS_MARKS.get(str(status), STATUS_MARKS["queued"])
 
 
-def pool_legend() -> Text:
-    """One wrapped line explaining the whole-pool strip."""
-    text = Text()
+def pool_legend_entries() -> list[Text]:
+    """The whole-pool strip's legend, one entry (symbol and word) each."""
+    entries = []
     for name, mark in BLOCK_MARKS.items():
-        if text:
-            text.append("  ")
-        text.append(mark.symbol, style=mark.style)
-        text.append(f" {name}")
-    text.append("  ‹n› window", style="underline")
-    return text
+        entry = Text(mark.symbol, style=mark.style)
+        entry.append(f" {name}", style="")
+        entries.append(entry)
+    entries.append(Text("‹n› window", style="underline"))
+    return entries
 
 
-def full_legend() -> Text:
-    """Every symbol group with its meaning (help screen)."""
+def pool_legend(width: int | None = None) -> Text:
+    """The pool strip's legend; with a `width`, entries are packed into lines that fit it, so
+    no entry is split between two lines (a symbol on one, its word on the next)."""
+    lines: list[Text] = [Text()]
+    for entry in pool_legend_entries():
+        line = lines[-1]
+        if line and width is not None and line.cell_len + 2 + entry.cell_len > width:
+            line = Text()
+            lines.append(line)
+        if line:
+            line.append("  ")
+        line.append_text(entry)
+    return Text("\n").join(lines)
+
+
+# The header's words, and the jargon the panes and the log use, one line each.
+HEADER_TERMS: dict[str, str] = {
+    "◌N ▶N ✓N": "requests queued, running, finished",
+    "held": "blocks held by requests (█ committed and ▓ shared)",
+    "cached / retained / free": "blocks held only by the cache, only by undo history, or by none",
+    "accept": "draft tokens accepted of those verified, over the session",
+    "committed": "tokens committed so far; the sparkline: tokens per round, last 16 rounds",
+}
+TERMS: dict[str, str] = {
+    "hot cursor": "a cached sequence's whole state (every row and the next-token logits), "
+    "reused as it is until its hot time ends",
+    "consumers replayed": "warm restore: the cached encoder rows are kept and the layers that "
+    "read them (consumers) are computed again",
+    "graph size, expected": "budget line: the batch size the cost curve runs this round at (as "
+    "a captured graph), and the tokens the drafts' path probabilities expect from it",
+    "reverse": "in the pool strip, the selected request's own blocks are drawn in reverse video",
+    "publish": "a request's full blocks put into the prefix cache, for later requests to reuse",
+    "evict": "cached blocks freed to make room; a later request with that prefix restores cold",
+    "preempt": "a running request's blocks taken back for room; it is recomputed when readmitted",
+}
+
+
+def full_legend(extra: tuple[tuple[str, Mapping[str, str]], ...] = ()) -> Text:
+    """Every symbol group with its meaning (help screen); `extra`: more (title, {term:
+    meaning}) groups, first."""
     text = Text()
     groups = (
         ("Requests", STATUS_MARKS),
@@ -91,6 +139,13 @@ def full_legend() -> Text:
         ("Block slots", SLOT_MARKS),
         ("Draft tree", VERDICT_MARKS),
     )
+    words = (*extra, ("Header", HEADER_TERMS), ("Terms", TERMS))
+    for title, terms in words:
+        text.append(f"{title}\n", style="bold underline")
+        for term, meaning in terms.items():
+            text.append(f"  {term}", style="bold")
+            text.append(f"  {meaning}\n")
+        text.append("\n")
     for title, marks in groups:
         text.append(f"{title}\n", style="bold underline")
         for mark in marks.values():

@@ -46,7 +46,7 @@ def perfetto_trace(session: Session) -> dict[str, Any]:
     for tick in sorted(rounds):
         events.extend(_round_slices(tick, rounds[tick], threads))
     events.extend(_instant(event, threads) for event in log if event["kind"] not in PHASES)
-    events.extend(_counter_events(round_metrics(session)))
+    events.extend(_counter_events(session.round_metrics()))
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
@@ -56,23 +56,6 @@ def perfetto_trace(session: Session) -> dict[str, Any]:
             "time": f"synthetic: one engine round is drawn as {ROUND_US} µs",
         },
     }
-
-
-def round_metrics(session: Session) -> dict[int, dict[str, Any]]:
-    """Engine metrics at the end of every round, by re-executing the session's operations.
-
-    Events do not carry pool counts, and a session only holds its current state, so a fresh
-    session replays the recorded operations (deterministic) and reads metrics after each step.
-    """
-    fresh = Session(session.scenario)
-    metrics = {0: fresh.engine.metrics()}
-    for operation in session.operations:
-        fresh.apply(operation)
-        tick = fresh.engine.tick
-        if operation.get("op") == "undo":
-            metrics = {t: m for t, m in metrics.items() if t <= tick}
-        metrics[tick] = fresh.engine.metrics()
-    return metrics
 
 
 def _thread_ids(log: list[dict[str, Any]]) -> dict[str, int]:

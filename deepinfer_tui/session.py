@@ -67,6 +67,9 @@ def log_still_holds(
     return len(log) >= read and log[read - 1] is last
 
 
+HAND_ADDED_PREFIX = "user-"  # the ids of requests added by hand: user-1, user-2, ...
+
+
 class ManualClock:
     """The engine's injected clock: time moves only when the session says so."""
 
@@ -101,6 +104,22 @@ class Session:
         self._last_trace_event: Event | None = None
         self._last_note: Event | None = None
         self._apply_due()
+        # Engine metrics at the end of every round (the Perfetto counters): recorded as the
+        # session goes, so an export need not re-execute it; an undo drops the undone rounds.
+        self._round_metrics: dict[int, dict[str, Any]] = {0: self.engine.metrics()}
+
+    def round_metrics(self) -> dict[int, dict[str, Any]]:
+        """The engine's metrics after the last operation of every round so far, by tick."""
+        return dict(self._round_metrics)
+
+    def _record(self, operation: dict[str, Any]) -> None:
+        """Record an operation that took effect, and the metrics it left."""
+        self.operations.append(operation)
+        tick = self.engine.tick
+        if operation["op"] == "undo":
+            for undone in [t for t in self._round_metrics if t > tick]:
+                del self._round_metrics[undone]
+        self._round_metrics[tick] = self.engine.metrics()
 
     # -- what can happen now ------------------------------------------------------------------
 
@@ -128,8 +147,8 @@ class Session:
         self._marks.append(mark)
         while len(self._marks) > self.engine.undo_available:
             self._marks.popleft()
-        self.operations.append({"op": "step"})
         self._apply_due()
+        self._record({"op": "step"})
         return events
 
     def run(self, max_steps: int = 10_000) -> int:
@@ -148,7 +167,7 @@ class Session:
         self.next_event = mark.next_event
         self.clock.now = mark.clock
         del self.notes[mark.notes :]
-        self.operations.append({"op": "undo"})
+        self._record({"op": "undo"})
         return undone
 
     def operations_undo_discards(self) -> list[dict[str, Any]]:
@@ -180,17 +199,17 @@ class Session:
 
     def cancel(self, request_id: str) -> bool:
         cancelled = self.engine.cancel(request_id)
-        self.operations.append({"op": "cancel", "id": request_id})
         # Cancelling the last active request leaves the engine idle, where nothing steps:
         # the scenario's next events are due now (as they would be after an idle round).
         self._apply_due()
+        self._record({"op": "cancel", "id": request_id})
         return cancelled
 
     def rollback(self, request_id: str, tokens: int = 1) -> list[int]:
         removed = self.engine.rollback(request_id, tokens)
         self._removed[len(self.operations)] = len(removed)
         # As plain ints (the engine took them, NumPy's too): the log is written as JSON.
-        self.operations.append({"op": "rollback", "id": request_id, "tokens": int(tokens)})
+        self._record({"op": "rollback", "id": request_id, "tokens": int(tokens)})
         return removed
 
     def submit(
@@ -205,17 +224,19 @@ class Session:
         )
         self._submitted[len(self.operations)] = request_id
         settings = self.engine.settings(request_id)  # its settings as the engine keeps them
-        self.operations.append({"op": "submit", **settings})
+        self._record({"op": "submit", **settings})
         return request_id
 
     def _free_id(self) -> str:
-        """The next request-N id that neither the engine nor a future scenario event uses."""
+        """The next user-N id that neither the engine nor a future scenario event uses: a
+        request added by hand is named apart from the scenario's request-N ones (which may be
+        reserved for later submits, so a hand-added one would otherwise skip numbers)."""
         reserved = {event.request_id for event in self.pending_events} - {None}
         taken = set(self.engine.request_ids()) | reserved
-        number = len(taken - reserved) + 1
-        while f"request-{number}" in taken:
+        number = 1
+        while f"{HAND_ADDED_PREFIX}{number}" in taken:
             number += 1
-        return f"request-{number}"
+        return f"{HAND_ADDED_PREFIX}{number}"
 
     def advance_clock(self, seconds: float | None = None) -> float:
         """Move the clock forward: by `seconds`, or to the next cache expiry (which expires it)."""
@@ -233,7 +254,7 @@ class Session:
             )
         self.clock.now += float(seconds)
         self.notes.append(self._note(f"clock advanced to {self.clock.now:g}s"))
-        self.operations.append({"op": "clock", "seconds": float(seconds)})
+        self._record({"op": "clock", "seconds": float(seconds)})
         return self.clock.now
 
     def next_expiry_gap(self) -> float:

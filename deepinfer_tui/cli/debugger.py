@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
 from ..describe import error_message
 from ..export import DEFAULT_EXPORT_DIR
 from ..replay import Replay, load_trace
+from ..screen_limits import large_block_warning
 from ..session import Session
 from .common import interactive, open_session, scenario_from
 from .exits import FAILED, PROG, UsageError
@@ -60,7 +62,12 @@ def run(args: argparse.Namespace) -> int:
             )
         replay = Replay(load_trace(args.app_trace))
         return run_app(replay.session, export_dir=export_dir, replay=replay)
-    session = open_session(scenario_from(args.app_scenario, args, APP_PREFIX))
+    scenario = scenario_from(args.app_scenario, args, APP_PREFIX)
+    size = shutil.get_terminal_size()
+    warning = large_block_warning(scenario.engine_config().block_size, *size)
+    if warning and interactive():  # said before the slow start, as the app says it again
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    session = open_session(scenario)
     return run_app(session, export_dir=export_dir)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -18,6 +19,12 @@ from .form import FormError, FormInput, dialog_footer
 
 # Called with (prompt, max_tokens, eos_id); returns the new request id or raises ValueError.
 Submit = Callable[[list[int], int, int | None], str]
+_ENGINE_INDEX = re.compile(r"\bprompt\[(\d+)\]")
+
+
+def counted_from_one(message: str) -> str:
+    """The form counts tokens from 1 (`token 3`); the engine indexes them (`prompt[2]`)."""
+    return _ENGINE_INDEX.sub(lambda match: f"token {int(match[1]) + 1}", message)
 
 
 class AddRequestScreen(ModalScreen[str | None]):
@@ -37,7 +44,11 @@ class AddRequestScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="form", classes="dialog") as form:
             form.border_title = "Add a request"
-            yield Static(f"Token ids in [0, {self._vocab_size}), separated by commas or spaces.")
+            yield Static(
+                f"Token ids in [0, {self._vocab_size}), separated by commas or spaces "
+                "(token 1 is the first). Requests added here are named user-1, user-2, …, "
+                "apart from the scenario's."
+            )
             yield Label("Prompt")
             yield FormInput(placeholder="1,2,3", id="prompt", compact=True)
             yield Label("Max new tokens")
@@ -67,7 +78,7 @@ class AddRequestScreen(ModalScreen[str | None]):
         try:
             request_id = self._submit(*self._read_form())
         except (ValueError, KeyError) as error:
-            self.query_one(FormError).show(error_message(error))
+            self.query_one(FormError).show(counted_from_one(error_message(error)))
             return
         self.dismiss(request_id)
 

@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ..columns import COLUMNS
 from ..legend import full_legend
 from .form import dialog_footer
 
@@ -36,8 +37,10 @@ PANES = (
     ),
     (
         "Commit log",
-        "every engine event, newest last; f shows only the selected request. A line starts "
-        "with its round (t4 = tick 4); times are clock seconds (until 3s)",
+        "every engine event, newest last; f shows only the selected request (and the "
+        "evictions behind its cold restore), k one kind of event. A line starts with its "
+        "round (t4 = tick 4); times are clock seconds (until 3s). Scrolled up, it stays put "
+        "until you scroll back to the bottom",
     ),
 )
 
@@ -95,7 +98,8 @@ class HelpScreen(ModalScreen[str | None]):
                 id="help-guide",
             )
             yield Static(panes_table(), id="help-panes")
-            yield Static(full_legend(), id="help-legend")
+            columns = {column.header: column.meaning for column in COLUMNS}
+            yield Static(full_legend((("Request table", columns),)), id="help-legend")
         yield dialog_footer()
 
     def action_close(self) -> None:

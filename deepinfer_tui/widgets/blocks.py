@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 from rich.text import Text
@@ -16,9 +16,12 @@ from textual.visual import Visual, visualize
 
 from ..describe import format_blocks, format_tokens, plural
 from ..legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
+from .block_rows import SLOT_FORM_MAX_SLOTS, Holders, compact_lines, wants_compact
 from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
 from .render.quiet import refresh_rows, set_scroll_extent
 from .view import RequestView, View
+
+SLOTS_PER_ROW = 8  # a block's slots per line of the block table
 
 
 def _this_round(request: RequestView, tick: int) -> Mapping[str, Any] | None:
@@ -51,9 +54,12 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
     if not blocks:
         for reason in _no_blocks_reason(request, view):
             lines.append(Text().append(reason, style="italic"))
-    for block in blocks:
-        lines.append(_block_line(block, digits, id_width, window, rolled_back))
     block_size = int(pool.get("block_size", 1))
+    written: set[int] = set()  # positions this round committed
+    if commit:
+        written = set(range(committed - len(commit.get("tokens", ())), committed))
+    rows = _block_rows(blocks, snapshot, block_size, digits, id_width, window, rolled_back, written)
+    lines.extend(rows)
     for block_id in request.get("dropped_blocks", []):
         lines.append(_dropped_line(block_id, digits, id_width, block_size))
     for event in view.events_this_tick(str(request["id"]), "rollback"):
@@ -67,6 +73,43 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
         lines.append(_commit_line(commit))
     lines[-1].rstrip()
     return lines
+
+
+def _block_rows(
+    blocks: Sequence[Mapping[str, Any]],
+    snapshot: Mapping[str, Any],
+    block_size: int,
+    digits: int,
+    id_width: int,
+    window: range,
+    rolled_back: set[int],
+    written: set[int],
+) -> list[Text]:
+    """The request's blocks: slot by slot, or compactly for many or large blocks."""
+
+    def slot_lines(block: Mapping[str, Any]) -> list[Text]:
+        lines = _block_line(block, digits, id_width, window, rolled_back)
+        if block["state"] == "shared":
+            lines[-1].append(f" ({holders_of(block)})", style="bright_black")
+        return lines
+
+    held_by = Holders(snapshot)
+
+    def holders_of(block: Mapping[str, Any]) -> str:
+        return held_by.of(int(block["id"]), int(block["refcount"]))
+
+    if wants_compact(blocks, block_size):
+        # The window's blocks and those this round wrote or rolled back keep rows of their own.
+        touched = set(rolled_back) | written
+
+        def expanded(block: Mapping[str, Any]) -> bool:
+            span = range(int(block["first_position"]), int(block["first_position"]) + block_size)
+            return bool(window and window.start < span.stop and span.start < window.stop) or any(
+                position in span for position in touched
+            )
+
+        return compact_lines(blocks, block_size, expanded, slot_lines, holders_of)
+    return [line for block in blocks for line in slot_lines(block)]
 
 
 def _heading(request: RequestView, committed: int, window: range) -> Text:
@@ -96,13 +139,17 @@ def _restore_line(restore: Mapping[str, Any]) -> Text:
 
 def _block_line(
     block: Mapping[str, Any], digits: int, id_width: int, window: range, rolled_back: set[int]
-) -> Text:
-    text = Text()
+) -> list[Text]:
+    """A block slot by slot, SLOTS_PER_ROW slots a line: a larger block's lines line up under
+    its first instead of wrapping wherever the pane ends."""
+    lines = [Text()]
     first = int(block["first_position"])
-    text.append(f"#{block['id']}".ljust(id_width + 1))
-    text.append("[")
+    lines[0].append(f"#{block['id']}".ljust(id_width + 1))
+    lines[0].append("[")
     for offset, token in enumerate(block["slots"]):
-        position = first + offset
+        if offset and offset % SLOTS_PER_ROW == 0:
+            lines.append(Text(" " * (id_width + 2)))
+        text, position = lines[-1], first + offset
         if token is None:
             symbol = "×" if position in rolled_back else "·"
             style = SLOT_MARKS["rolled_back" if position in rolled_back else "empty"].style
@@ -111,15 +158,19 @@ def _block_line(
             text.append(f"‹{token:>{digits}}›", style="bold underline")
         else:
             text.append(f" {token:>{digits}} ")
+    text = lines[-1]
     text.append("]")
     state = BLOCK_MARKS.get(block["state"], BLOCK_MARKS["committed"])
     text.append(f" ref {block['refcount']} ")
     text.append(f"{state.symbol} {block['state']}", style=state.style)
-    return text
+    return lines
 
 
 def _dropped_line(block_id: int, digits: int, id_width: int, block_size: int) -> Text:
-    empty_slots = " ".join("×".rjust(digits + 1) for _ in range(block_size)) + " "
+    if block_size > SLOT_FORM_MAX_SLOTS:  # a large block: its slots in one word
+        empty_slots = f" {block_size:,} × "
+    else:
+        empty_slots = " ".join("×".rjust(digits + 1) for _ in range(block_size)) + " "
     text = Text()
     text.append(f"#{block_id}".ljust(id_width + 1))
     text.append(f"[{empty_slots}]", style=BLOCK_MARKS["dropped"].style)
@@ -190,7 +241,6 @@ class BlockMap(ScrollView, can_focus=True):
         self._header = ""
         self._glyphs: tuple[Glyph, ...] = ()
         self._layout: _Layout | None = None
-        self._legend = pool_legend()
         # Rendered lines by content, width and style: most of them are unchanged each round.
         self._strips: LRUCache[Hashable, list[Strip]] = LRUCache(1024)
 
@@ -253,7 +303,7 @@ class BlockMap(ScrollView, can_focus=True):
                 ],
                 header=self._text_strips(Text(self._header, style="bold"), width, style),
                 glyph_rows=glyph_rows(len(self._glyphs), width),
-                legend=self._text_strips(self._legend, width, legend_style),
+                legend=self._text_strips(pool_legend(width), width, legend_style),
             )
         return self._layout
 

@@ -22,6 +22,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..describe import describe, plural
+from ..legend import CACHE_HUE
+from ..log_filter import explaining_evictions
 from ..session import log_still_holds
 from .render.quiet import scrollbar_held, set_scroll_extent, set_scrollbar
 from .render.repaint_style import StyleOncePerRepaint
@@ -31,7 +33,7 @@ KIND_STYLES: dict[str, str] = {
     "commit": "green",
     "rollback": "bold yellow",
     "restore": "cyan",
-    "publish": "magenta",
+    "publish": CACHE_HUE,
     "evict": "yellow",
     "preempt": "bold yellow",
     "finished": "blue",
@@ -69,7 +71,9 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._filter: str | None = None
+        self._filter: str | None = None  # the request whose lines alone are shown
+        self._kind: str | None = None  # the event kind whose lines alone are shown
+        self._explaining: frozenset[int] = frozenset()  # evictions behind the filter's restore
         self._events: list[Event] = []  # the (unfiltered) log prefix already considered
         # Each considered event's line (text, style), once described: turning the filter on or
         # off lays the lines out again without describing ~100k events again (~350 ms).
@@ -100,41 +104,64 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
 
     # -- updating -----------------------------------------------------------------------------
 
-    def show(self, view: View, filter_id: str | None) -> None:
+    @property
+    def kind(self) -> str | None:
+        return self._kind
+
+    def show(self, view: View, filter_id: str | None, kind: str | None = None) -> None:
         # The scroll range grows, then the view scrolls to the newest row: the bar is drawn
         # again only if the two together move its thumb.
         bar = self.vertical_scrollbar if self.show_vertical_scrollbar else None
         with scrollbar_held(bar):
-            self._show(view, filter_id)
+            self._show(view, filter_id, kind)
 
-    def _show(self, view: View, filter_id: str | None) -> None:
+    def _show(self, view: View, filter_id: str | None, kind: str | None) -> None:
         log: Sequence[Event] = view.log
         self._truncate(self._common_prefix(log))
-        refiltered = filter_id != self._filter
+        explaining = (
+            frozenset()
+            if filter_id is None
+            else frozenset(explaining_evictions(log, view.snapshot, filter_id))
+        )
+        refiltered = (filter_id, kind, explaining) != (self._filter, self._kind, self._explaining)
+        self._filter, self._kind, self._explaining = filter_id, kind, explaining
         if refiltered:  # the same events, other lines
             self._clear_lines()
-            self._filter = filter_id
             for index in range(len(self._events)):
-                self._show_line(index, filter_id)
+                self._show_line(index)
         fresh = range(len(self._events), len(log))
         for index, event in enumerate(log[fresh.start :], fresh.start):
             self._events.append(event)
             self._described.append(None)
-            self._show_line(index, filter_id)
+            self._show_line(index)
         self._update_virtual_size()
-        if fresh or refiltered:
-            # Newest last, always in view (the RichLog this replaces behaved the same way).
+        if refiltered or (fresh and self._following):
+            # Newest last, in view unless the user has scrolled up to read: then the rows
+            # stay put until they scroll back to the bottom.
             self._scroll_to_newest()
+        if fresh or refiltered:
             self.refresh()
-        if filter_id is None:
-            self.border_title = f"Commit log · {plural(len(log), 'event')}"
-        else:
-            # Plain Content: a title string is markup, and escape() misses tags such as [B].
-            self.border_title = Content(f"Commit log · only {filter_id} (f: all)")
+        self.border_title = self._title(len(log))
 
-    def _show_line(self, index: int, filter_id: str | None) -> None:
+    def _title(self, events: int) -> str | Content:
+        if self._filter is None and self._kind is None:
+            return f"Commit log · {plural(events, 'event')}"
+        only = " · ".join(part for part in (self._filter, self._kind) if part is not None)
+        keys = ", ".join(
+            key for key, on in (("f", self._filter), ("k", self._kind)) if on is not None
+        )
+        # Plain Content: a title string is markup, and escape() misses tags such as [B].
+        return Content(f"Commit log · only {only} ({keys}: all)")
+
+    def _show_line(self, index: int) -> None:
         event = self._events[index]
-        if filter_id is not None and event.get("request_id") != filter_id:
+        if self._kind is not None and event.get("kind") != self._kind:
+            return
+        if (
+            self._filter is not None
+            and event.get("request_id") != self._filter
+            and index not in self._explaining
+        ):
             return
         line = self._described[index]
         if line is None:

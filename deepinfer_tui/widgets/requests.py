@@ -5,7 +5,6 @@ The cursor row is the selection the other panes follow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -13,51 +12,11 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
-from ..legend import CACHE_MARKS, status_mark
+from ..columns import CELL_PADDING, COLUMNS, ORDERS, Cell, request_cells
 from .render.keyed_table import ContentKeyedDataTable
 from .render.quiet import RefreshesHeld, refresh_rows
 from .render.row_order import StableRowOrder
 from .view import View
-
-# (key, header) in display order.
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("id", "request"),
-    ("state", "state"),
-    ("cache", "cache"),
-    ("tokens", "out/max"),
-    ("drafts", "acc/prop"),
-    ("blocks", "blk"),
-    ("finish", "finish"),
-)
-
-Cell = tuple[str, str]  # (text, style): compared to skip cells that did not change
-
-
-def request_cells(request: Mapping[str, Any]) -> tuple[Cell, ...]:
-    mark = status_mark(request)
-    status = request["status"]
-    state = f"{mark.symbol} {status}"
-    if request.get("preemptions"):
-        state += f" ↺{request['preemptions']}"
-    restore = request.get("restore")
-    if restore is None:
-        cache: Cell = ("—", "bright_black")
-    else:
-        kind = restore["cache"]
-        reused = restore.get("reused_positions", 0)
-        label = kind if kind == "cold" or not reused else f"{kind}{reused}"
-        cache = (label, CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
-    generated = len(request.get("generated", []))
-    finish = request.get("finish_reason") or ""
-    return (
-        (request["id"], "bold" if status == "running" else ""),
-        (state, mark.style),
-        cache,
-        (f"{generated}/{request['max_tokens']}", ""),
-        (f"{request.get('accepted', 0)}/{request.get('proposed', 0)}", ""),
-        (str(len(request.get("blocks", []))), ""),
-        (finish, mark.style if finish else ""),
-    )
 
 
 def _text(cell: Cell) -> Text:
@@ -77,10 +36,83 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
         # update widths, so ask only when a cell outgrows it (keeps 64-row refreshes cheap).
         self._widths: dict[str, int] = {}
 
+        self._columns: tuple[int, ...] = ()  # indexes into COLUMNS of the columns shown
+        self._view: View | None = None
+        self.order: str | None = None  # the column rows are sorted by (None: submission)
+        self.state_filter: str | None = None  # the one state shown (None: every request)
+
     def on_mount(self) -> None:
-        for key, header in COLUMNS:
-            self.add_column(header, key=key)
-            self._widths[key] = cell_len(header)
+        for column in COLUMNS:
+            self._widths[column.key] = cell_len(column.header)
+        self._set_columns(tuple(range(len(COLUMNS))))
+
+    def _set_columns(self, shown: tuple[int, ...]) -> None:
+        """Show these columns (rows are added again by the next show())."""
+        self.clear(columns=True)
+        self._shown.clear()
+        self._drawn_from.clear()
+        self._columns = shown
+        for index in shown:
+            self.add_column(COLUMNS[index].header, key=COLUMNS[index].key)
+
+    def _columns_that_fit(self) -> tuple[int, ...]:
+        """Every column if the pane is wide enough, else the ones that fit whole, dropping
+        the lowest first (before the first layout: every column)."""
+        room = self.scrollable_content_region.width
+        shown = list(range(len(COLUMNS)))
+        if room <= 0:
+            return tuple(shown)
+
+        def width() -> int:
+            return sum(self._widths[COLUMNS[i].key] + CELL_PADDING for i in shown)
+
+        for index in sorted(
+            (i for i, c in enumerate(COLUMNS) if c.drop), key=lambda i: COLUMNS[i].drop
+        ):
+            if width() <= room:
+                break
+            shown.remove(index)
+        return tuple(shown)
+
+    def _refit(self) -> bool:
+        """Re-choose the columns for the pane's width; True if they changed (rows redrawn)."""
+        shown = self._columns_that_fit()
+        if shown == self._columns or not self._columns:
+            return False
+        selected = self.selected_id
+        self._set_columns(shown)
+        if self._view is not None:
+            self._show(self._view)
+            if selected is not None:
+                self.select(selected)
+        return True
+
+    def on_resize(self) -> None:
+        self._refit()
+
+    def arrange(self, *, order: str | None, state: str | None) -> None:
+        """Sort rows by a column (largest first) and show one state only (None: neither)."""
+        selected = self.selected_id
+        self.order, self.state_filter = order, state
+        self.clear()
+        self._shown.clear()
+        self._drawn_from.clear()
+        parts = [f"by {order}" if order else "", f"only {state}" if state else ""]
+        self.border_title = " · ".join(["Requests", *filter(None, parts)])
+        if self._view is not None:
+            self.show(self._view)
+            if selected is not None:
+                self.select(selected)
+
+    def _wanted(self, view: View) -> list[str]:
+        """The ids of the rows to show, in order."""
+        ids = list(view.request_ids)
+        if self.state_filter is not None:
+            ids = [i for i in ids if view.request(i)["status"] == self.state_filter]  # type: ignore[index]
+        if self.order is not None:
+            value = ORDERS[self.order]
+            ids.sort(key=lambda i: value(view.request(i)), reverse=True)  # type: ignore[arg-type]
+        return ids
 
     @property
     def selected_id(self) -> str | None:
@@ -97,9 +129,12 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
             self.move_cursor(row=self.get_row_index(request_id))
 
     def show(self, view: View) -> None:
+        self._view = view
         # update_cell refreshes the whole table each time: 64 rows x 3 changed cells a round.
         with self.refreshes_held() as wanted:
             changed = self._show(view)
+            if changed is None and self._refit():  # a column grew: does it still fit?
+                changed = None
         repaint, layout = wanted
         if layout:
             self.refresh(layout=True)
@@ -124,14 +159,20 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
         """Bring the rows up to date; returns the requests whose cells changed, or None if
         rows came or went or a column grew (the table's lines moved)."""
         changed: list[str] | None = []
-        present = set(view.request_ids)
+        wanted = self._wanted(view)
+        present = set(wanted)
+        kept = [key for key in self._shown if key in present]
+        if kept + [key for key in wanted if key not in self._shown] != wanted:
+            self.clear()  # a sorted table whose order changed: its rows again, in order
+            self._shown.clear()
+            self._drawn_from.clear()
         for gone in [key for key in self._shown if key not in present]:
             self.remove_row(gone)
             del self._shown[gone]
             self._drawn_from.pop(gone, None)
             changed = None
         drawn_from = self._drawn_from
-        for request_id in view.request_ids:
+        for request_id in wanted:
             request = view.request(request_id)
             assert request is not None
             if drawn_from.get(request_id) is request:
@@ -140,19 +181,20 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
             cells = request_cells(request)
             before = self._shown.get(request_id)
             if before is None:
-                self.add_row(*(_text(c) for c in cells), key=request_id)
-                for (column, _), new in zip(COLUMNS, cells):
-                    self._widths[column] = max(self._widths.get(column, 0), cell_len(new[0]))
+                self.add_row(*(_text(cells[i]) for i in self._columns), key=request_id)
+                for column, new in zip(COLUMNS, cells):
+                    self._widths[column.key] = max(self._widths[column.key], cell_len(new[0]))
                 changed = None
             elif before != cells:
-                for (column, _), old, new in zip(COLUMNS, before, cells):
+                for index, (column, old, new) in enumerate(zip(COLUMNS, before, cells)):
                     if old != new:
                         width = cell_len(new[0])
-                        wider = width > self._widths.get(column, 0)
+                        wider = width > self._widths[column.key]
                         if wider:
-                            self._widths[column] = width
+                            self._widths[column.key] = width
                             changed = None
-                        self.update_cell(request_id, column, _text(new), update_width=wider)
+                        if index in self._columns:
+                            self.update_cell(request_id, column.key, _text(new), update_width=wider)
                 if changed is not None:
                     changed.append(request_id)
             self._shown[request_id] = cells

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Static
 
@@ -99,7 +100,10 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
     """The header's two lines, each fitted to `width` cells (None: as wide as it needs);
     `committed`: tokens per round for the sparkline."""
     text = Text()  # each line fits; a replay's divergence wraps below them
-    text.append_text(_fit(_first_line(view), width))
+    # A replay's header takes the form its widest frame label needs, in every frame: else it
+    # switches between its long and short forms as the label changes.
+    slack = 0 if view.replay is None else view.replay.label_width - cell_len(view.replay.label)
+    text.append_text(_fit(_first_line(view), width, slack=max(slack, 0)))
     text.append("\n")
     # The short forms leave the sparkline at least SPARK_MIN_WIDTH rounds where they can.
     line = _fit(_second_line(view), None if width is None else width - SPARK_MIN_WIDTH, width)
@@ -115,17 +119,22 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
     return text
 
 
+EXPORTING: _Piece = (" ⇣ writing the export ·", " ⇣ export ·", "bold yellow")
+
+
 def _mode_pieces(view: View) -> list[_Piece]:
-    """Replay or live, and what a live session is doing (computing, auto-running)."""
+    """Replay or live, and what a live session is doing (computing, auto-running, exporting)."""
+    exporting = [EXPORTING] if view.exporting else []
     if view.replay is not None:
         replay = view.replay
         frame = f"frame {replay.index + 1}/{replay.count}"
         return [
             (" ⏮ replay ", " ⏮ replay ", "bold reverse magenta"),
+            *exporting,
             (f" read-only · {frame}", f" {frame}", "bold magenta"),
             (f" {replay.label} ·", f" {clip(replay.label, 32)} ·", "magenta"),
         ]
-    pieces: list[_Piece] = [(" ● live ", " ● live ", "bold reverse green")]
+    pieces: list[_Piece] = [(" ● live ", " ● live ", "bold reverse green"), *exporting]
     if view.computing is not None:
         computing = view.computing
         long = f" ◷ computing round {computing.round} · {computing.positions:,} positions ·"
@@ -154,8 +163,9 @@ def _first_line(view: View) -> list[_Piece]:
         mark = STATUS_MARKS[status]
         count = f"{mark.symbol}{counts.get(status, 0)}"
         first.append((f"{count} {status} ", f"{count} ", mark.style))
-    done = f"■{counts.get('finished', 0)}"
-    first.append((f"{done} done", done, "blue"))
+    finished = STATUS_MARKS["length"]  # the table's ✓ finished
+    done = f"{finished.symbol}{counts.get('finished', 0)}"
+    first.append((f"{done} finished", done, finished.style))
     if session.get("finished"):
         first.append((" · scenario complete", " · complete", "bold blue"))
     return first
@@ -170,11 +180,11 @@ def _second_line(view: View) -> list[_Piece]:
     parts = {
         "held": (BLOCK_MARKS["committed"], blocks.get("held", 0)),
         "cached": (BLOCK_MARKS["cached"], blocks.get("cached", 0)),
-        "undo": (BLOCK_MARKS["retained"], blocks.get("retained", 0)),
+        "retained": (BLOCK_MARKS["retained"], blocks.get("retained", 0)),
         "free": (BLOCK_MARKS["free"], blocks.get("free", 0)),
     }
     for name, (mark, count) in parts.items():
-        if name == "undo" and not count:
+        if name == "retained" and not count:
             continue
         second.append((f"{mark.symbol}{count} {name}", f"{mark.symbol}{count} {name}", mark.style))
         second.append((" ", " ", ""))
@@ -187,16 +197,21 @@ def _second_line(view: View) -> list[_Piece]:
     return second
 
 
-def _fit(pieces: list[_Piece], width: int | None, limit: int | None = None) -> Text:
-    """One header line: in full if it fits `width`, else in its short forms, cut with an
-    ellipsis at `limit` (default: `width`) if need be. A line never wraps, so the header
-    keeps its height."""
+def _fit(pieces: list[_Piece], width: int | None, limit: int | None = None, slack: int = 0) -> Text:
+    """One header line: in full if it fits `width`, else in its short forms within `limit`
+    (default: `width`), leaving out whole pieces from the end if need be: a number is shown
+    whole or not at all; `slack`: cells the full form must leave free. A line never wraps,
+    so the header keeps its height."""
     full = _joined(pieces, short=False)
-    if width is None or full.cell_len <= width:
+    if width is None or full.cell_len + slack <= width:
         return full
-    short = _joined(pieces, short=True)
     cut = width if limit is None else limit
-    if short.cell_len > cut:
+    kept = list(pieces)
+    short = _joined(kept, short=True)
+    while len(kept) > 1 and short.cell_len > cut:
+        kept.pop()
+        short = _joined(kept, short=True)
+    if short.cell_len > cut:  # only the first piece left, and too wide: a label, cut
         short.truncate(cut, overflow="ellipsis")
     return short
 

@@ -25,6 +25,7 @@ class ReplayPosition:
     count: int
     label: str
     divergence: str | None = None
+    label_width: int = 0  # the widest frame label's cells: the header's form stays put
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class View:
     auto_running: bool = False
     auto_waiting: str | None = None  # what auto-run waits for before its next round
     computing: ComputingRound | None = None  # a round being computed on its own thread
+    exporting: bool = False  # an export is being written on its own thread
     # Ids in table order, computed once so every pane agrees on it.
     request_ids: tuple[str, ...] = field(init=False)
 

@@ -49,7 +49,7 @@ async def test_the_header_keeps_two_rows_through_the_scenario(width: int) -> Non
         first, second = lines
         assert "complete" in first
         if width >= 80:  # the figures, in words or in their short forms, and the sparkline
-            assert re.search(r"tick \d+ ·.* ■\d+", first)
+            assert re.search(r"tick \d+ ·.* ✓\d+", first)
             assert re.search(r"of 48 · acc(ept)? \d+% · (committed|tok) \d+ [▁▂▃▄▅▆▇█·]{8}", second)
 
 
@@ -70,7 +70,7 @@ async def test_a_long_scenario_name_leaves_the_figures_in_a_narrow_header() -> N
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("space", "space")
         first = shown_lines(app.query_one(StatusBar))[0]
-        figures = r" · tick 2 · 0s · ◌\d+ ▶\d+ ■\d+$"
+        figures = r" · tick 2 · 0s · ◌\d+ ▶\d+ ✓\d+$"
         assert re.search(r" two users sharing a lo\w*…" + figures, first), first
 
 

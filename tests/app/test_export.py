@@ -291,3 +291,32 @@ def test_a_long_name_gives_short_distinct_stable_file_names(tmp_path: Path) -> N
     assert len(first) <= 64 + len("-t0000")
     assert stems(long, "again") == {first}  # the same name, the same file names
     assert stems(long[:199] + "2", "other") != {first}  # differs only after the cut
+
+
+def test_perfetto_counters_come_from_the_session_without_re_executing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    session = _session(steps=5)
+    session.undo()
+    session.rollback("request-1", 1)
+    session.advance_clock(2.0)
+    session.run()
+    # What the counters show: the metrics a fresh re-execution reads after each operation.
+    fresh = Session(session.scenario)
+    expected = {0: fresh.engine.metrics()}
+    for operation in session.operations:
+        fresh.apply(operation)
+        if operation["op"] == "undo":
+            expected = {t: m for t, m in expected.items() if t <= fresh.engine.tick}
+        expected[fresh.engine.tick] = fresh.engine.metrics()
+
+    def no_re_execution(*_: Any) -> None:
+        raise AssertionError("the export re-executed the session")
+
+    monkeypatch.setattr(Session, "apply", no_re_execution)
+    counters = [c for c in perfetto_trace(session)["traceEvents"] if c.get("name") == "blocks"]
+    assert [c["ts"] // 1000 for c in counters] == sorted(expected)
+    for counter in counters:
+        blocks = expected[counter["ts"] // 1000]["blocks"]
+        assert counter["args"]["free"] == blocks["free"]
+        assert counter["args"]["cached"] == blocks["cached"]

@@ -1,0 +1,41 @@
+"""Keys that change what the panes show, not the session: the log's filters (a request, a
+kind of event) and the request table's order and state filter. A mixin of `DebuggerApp`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .columns import ORDERS, STATE_FILTERS, following
+from .log_filter import next_kind
+from .widgets import RequestTable
+
+if TYPE_CHECKING:
+    from .app import DebuggerApp
+
+
+class ViewActions:
+    def action_show_tree(self: DebuggerApp) -> None:
+        self.remove_class("-round-view")
+
+    def action_show_round(self: DebuggerApp) -> None:
+        self.add_class("-round-view")
+        self._show_selection()
+
+    def action_filter_log(self: DebuggerApp) -> None:
+        self.filter_log = not self.filter_log
+        self._show_selection()
+        self._refresh_bindings_if_changed()
+
+    def action_filter_kind(self: DebuggerApp) -> None:
+        self.log_kind = next_kind(self.log_kind)
+        self._show_selection()
+
+    def action_order_requests(self: DebuggerApp) -> None:
+        table = self.query_one(RequestTable)
+        table.arrange(order=following(tuple(ORDERS), table.order), state=table.state_filter)
+        self._sync_selection()
+
+    def action_filter_state(self: DebuggerApp) -> None:
+        table = self.query_one(RequestTable)
+        table.arrange(order=table.order, state=following(STATE_FILTERS, table.state_filter))
+        self._sync_selection()

@@ -1,0 +1,137 @@
+"""The compact block table: one row per block (its positions, fill and state), for requests
+with many blocks and for blocks too large to draw slot by slot.
+
+A 1,547-position request in 16-slot blocks is about 100 blocks: slot by slot that is some 200
+wrapped lines. Compactly, runs of alike blocks (same state and holders, full, untouched this
+round) fold into one row, and the blocks that matter now (the attention window's and those
+this round changed) keep a row each, slot by slot when their blocks are small.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rich.text import Text
+
+from ..describe import format_blocks, plural
+from ..legend import BLOCK_MARKS
+
+Block = Mapping[str, Any]
+
+SLOT_FORM_MAX_SLOTS = 32  # larger blocks are always drawn as one row each, never slot by slot
+COMPACT_FROM_BLOCKS = 9  # a request with this many blocks gets the compact table
+FOLD_FROM = 2  # alike blocks in a row fold into one line from this many on
+FOLDED_IDS_MAX = 24  # cells of block ids a folded row lists before it shows first … last
+
+
+def wants_compact(blocks: Sequence[Block], block_size: int) -> bool:
+    return block_size > SLOT_FORM_MAX_SLOTS or len(blocks) >= COMPACT_FROM_BLOCKS
+
+
+class Holders:
+    """Who holds each block of a snapshot: the requests whose tables list it, the prefix
+    cache, and the undo history for the references left over (the engine counts them all in
+    a block's `refcount`). Indexed once, when first asked."""
+
+    def __init__(self, snapshot: Mapping[str, Any]) -> None:
+        self._snapshot = snapshot
+        self._requests: dict[int, list[str]] | None = None
+        self._cached: Counter[int] = Counter()
+
+    def of(self, block_id: int, refcount: int) -> str:
+        if self._requests is None:
+            self._requests = {}
+            for request in self._snapshot.get("requests", []):
+                for block in request.get("blocks", ()):
+                    self._requests.setdefault(block["id"], []).append(request["id"])
+            for entry in self._snapshot.get("cache", []):
+                self._cached.update(set(entry.get("blocks", ())))
+        requests = self._requests.get(block_id, [])
+        cached = self._cached[block_id]
+        parts = requests[:3] + ([f"+{len(requests) - 3} more"] if len(requests) > 3 else [])
+        if cached:
+            parts.append("cache" if cached == 1 else f"cache×{cached}")  # × entries
+        if refcount - len(requests) - cached > 0:
+            parts.append("undo")
+        return ", ".join(parts)
+
+
+def compact_lines(
+    blocks: Sequence[Block],
+    block_size: int,
+    expanded: Callable[[Block], bool],
+    slot_lines: Callable[[Block], list[Text]],
+    holders_of: Callable[[Block], str],
+) -> list[Text]:
+    """The compact rows; `expanded(block)`: the block keeps a row of its own (slot by slot
+    via `slot_lines` when blocks are small); `holders_of(block)` says who holds a shared one."""
+    lines: list[Text] = []
+    run: list[Block] = []
+
+    def flush() -> None:
+        if len(run) >= FOLD_FROM:
+            lines.append(_folded_line(run, block_size))
+        else:
+            lines.extend(_range_line(b, block_size, holders_of) for b in run)
+        run.clear()
+
+    for block in blocks:
+        if expanded(block):
+            flush()
+            small = block_size <= SLOT_FORM_MAX_SLOTS
+            if small:
+                lines.extend(slot_lines(block))
+            else:
+                lines.append(_range_line(block, block_size, holders_of))
+            continue
+        if run and _kind(run[-1], block_size) != _kind(block, block_size):
+            flush()
+        run.append(block)
+    flush()
+    return lines
+
+
+def _kind(block: Block, block_size: int) -> tuple[Any, ...]:
+    return (block["state"], block["refcount"], _filled(block) == block_size)
+
+
+def _filled(block: Block) -> int:
+    return sum(1 for token in block["slots"] if token is not None)
+
+
+def _positions(first: int, last: int) -> str:
+    return f"{first}–{last}"
+
+
+def _state(text: Text, block: Block) -> None:
+    mark = BLOCK_MARKS.get(block["state"], BLOCK_MARKS["committed"])
+    text.append(f" ref {block['refcount']} ")
+    text.append(f"{mark.symbol} {block['state']}", style=mark.style)
+
+
+def _range_line(block: Block, block_size: int, holders_of: Callable[[Block], str]) -> Text:
+    first = int(block["first_position"])
+    filled = _filled(block)
+    text = Text(f"#{block['id']} ")
+    text.append(f"positions {_positions(first, first + block_size - 1)} ", style="bold")
+    text.append("full" if filled == block_size else f"{filled:,}/{block_size:,} filled")
+    _state(text, block)
+    if block["state"] == "shared":
+        text.append(f" ({holders_of(block)})", style="bright_black")
+    return text
+
+
+def _folded_line(run: Sequence[Block], block_size: int) -> Text:
+    ids = format_blocks(b["id"] for b in run)
+    if len(ids) > FOLDED_IDS_MAX:
+        ids = f"#{run[0]['id']} … #{run[-1]['id']}"
+    first = int(run[0]["first_position"])
+    last = int(run[-1]["first_position"]) + block_size - 1
+    text = Text(f"{ids} ")
+    text.append(f"positions {_positions(first, last)} ", style="bold")
+    full = _filled(run[-1]) == block_size
+    text.append(f"{plural(len(run), 'block')} alike" + (", full" if full else ""))
+    _state(text, run[0])
+    return text

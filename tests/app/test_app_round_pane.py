@@ -1,0 +1,29 @@
+"""Key 4 shows the last round's token budget in the view area; key 1 the draft tree again."""
+
+from __future__ import annotations
+
+from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.session import Session
+from tests.app.helpers import shown_lines
+
+
+async def test_key_4_shows_the_round_and_key_1_the_tree() -> None:
+    scenario = default_scenario().with_overrides(token_budget=6)
+    app = DebuggerApp(Session(scenario))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space")
+        await pilot.press("4")
+        await pilot.pause()
+        pane, tree = app.query_one("#round"), app.query_one("#tree")
+        assert pane.display and not tree.display
+        lines = shown_lines(pane)
+        assert any("prefill" in line and "decode" in line for line in lines)  # the legend
+        assert any("rows of the token budget 6" in line for line in lines)
+        assert pane.border_title == "Round · t1"
+        await pilot.press("space")
+        await pilot.pause()
+        assert app.query_one("#round").border_title == "Round · t2"  # follows the rounds
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.query_one("#tree").display and not app.query_one("#round").display
