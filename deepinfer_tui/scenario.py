@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import Any
 from engine import (
     Engine,
     EngineConfig,
+    SamplingParams,
     TinyModel,
     check_request_id,
     label_problem,
@@ -385,9 +386,16 @@ def _parse_event(raw: Any, index: int, fail: Fail) -> ScenarioEvent:
 def _parse_submit(submit: Any, where: str, fail: Fail) -> dict[str, Any]:
     """A submit's fields, shapes only (tokens are checked against the model later), with
     max_tokens filled in."""
-    fields = {"id", "prompt", "max_tokens", "eos_id", "priority"}
+    fields = {"id", "prompt", "max_tokens", "eos_id", "priority", "sampling"}
     if not isinstance(submit, dict) or set(submit) - fields:
-        raise fail(where, "must be an object with prompt, max_tokens, eos_id, id, priority")
+        raise fail(
+            where, "must be an object with prompt, max_tokens, eos_id, id, priority, sampling"
+        )
+    if submit.get("sampling") is not None:
+        try:
+            sampling_of(submit)  # SamplingParams' own checks, at load time
+        except ValueError as error:
+            raise fail(f"{where}.sampling", str(error)) from None
     if "prompt" not in submit:
         raise fail(where, "needs a prompt (a list of token ids)")
     named = submit.get("id")
@@ -405,3 +413,9 @@ def _parse_submit(submit: Any, where: str, fail: Fail) -> dict[str, Any]:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise fail(f"{where}.priority", f"must be an integer, got {shown(priority)}")
     return {"max_tokens": max_tokens, **submit}
+
+
+def sampling_of(submit: Mapping[str, Any]) -> SamplingParams | None:
+    """A submit's sampling (None: greedy); ValueError naming the field if it is bad."""
+    sampling = submit.get("sampling")
+    return None if sampling is None else SamplingParams.from_dict(sampling)

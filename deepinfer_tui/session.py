@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from engine import Engine
+from engine import Engine, SamplingParams
 
 from .describe import ttl_cache_entries
-from .scenario import Scenario, ScenarioEvent
+from .scenario import Scenario, ScenarioEvent, sampling_of
 
 Event = dict[str, Any]
 
@@ -213,14 +213,21 @@ class Session:
         return removed
 
     def submit(
-        self, prompt: list[int], max_tokens: int = 8, eos_id: int | None = None, priority: int = 0
+        self,
+        prompt: list[int],
+        max_tokens: int = 8,
+        eos_id: int | None = None,
+        priority: int = 0,
+        sampling: Mapping[str, Any] | None = None,
     ) -> str:
+        """Queue a request; `sampling` is SamplingParams' fields (None: greedy)."""
         request_id = self.engine.submit(
             prompt,
             max_tokens=max_tokens,
             eos_id=eos_id,
             request_id=self._free_id(),
             priority=priority,
+            sampling=None if sampling is None else SamplingParams.from_dict(sampling),
         )
         self._submitted[len(self.operations)] = request_id
         settings = self.engine.settings(request_id)  # its settings as the engine keeps them
@@ -286,6 +293,7 @@ class Session:
                 operation["max_tokens"],
                 operation.get("eos_id"),
                 operation.get("priority", 0),
+                operation.get("sampling"),  # its seed too: the same tokens again
             )
         elif op == "clock":
             self.advance_clock(operation["seconds"])
@@ -327,6 +335,7 @@ class Session:
                     eos_id=submit.get("eos_id"),
                     request_id=event.request_id,  # chosen when the scenario was parsed
                     priority=submit.get("priority", 0),
+                    sampling=sampling_of(submit),
                 )
             if event.cancel is not None:
                 self.engine.cancel(event.cancel)

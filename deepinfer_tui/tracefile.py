@@ -271,6 +271,9 @@ def _check_submit(operation: dict[str, Any], where: str, fail: Fail) -> None:
             f"{where}: submit max_tokens must be a non-negative integer, "
             f"got {operation['max_tokens']!r}"
         )
+    sampling = operation.get("sampling")
+    if sampling is not None and not isinstance(sampling, dict):
+        raise fail(f"{where}: submit sampling must be an object of sampling settings")
     if not _is_int(operation.get("priority", 0)):
         raise fail(f"{where}: submit priority must be an integer, got {operation['priority']!r}")
     eos_id = operation.get("eos_id")

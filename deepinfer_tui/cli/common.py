@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from engine import greedy_generate
+from engine import SamplingParams, sample_generate
 
 from ..describe import describe, error_message, format_tokens
 from ..scenario import Scenario, default_scenario, load_scenario
@@ -96,7 +96,8 @@ def print_work(metrics: dict[str, Any]) -> None:
 
 
 def oracle_check(session: Session) -> dict[str, Any]:
-    """Every finished, non-cancelled request against greedy full recompute (no cache/drafts)."""
+    """Every finished, non-cancelled request against its oracle's full recompute (no cache,
+    no drafts): greedy decoding, or sampling with the request's seed."""
     rows = [
         _oracle_row(session, view)
         for view in session.snapshot()["requests"]
@@ -127,8 +128,14 @@ def _oracle_row(session: Session, view: dict[str, Any]) -> dict[str, Any]:
         return row  # an engine error is a failed check, whatever the tokens
     engine = session.engine
     result = engine.result(view["id"])
-    oracle = greedy_generate(
-        engine.target, result.prompt, max_tokens=len(result.tokens), eos_id=view["eos_id"]
+    # A sampled request's oracle samples with its seed (equal to greedy at temperature 0).
+    sampling = SamplingParams.from_dict(view["sampling"]) if view.get("sampling") else None
+    oracle = sample_generate(
+        engine.target,
+        result.prompt,
+        max_tokens=len(result.tokens),
+        eos_id=view["eos_id"],
+        sampling=sampling or SamplingParams(),
     )
     row["tokens_equal"] = oracle.tokens == result.tokens
     if row["tokens_equal"]:
@@ -138,8 +145,8 @@ def _oracle_row(session: Session, view: dict[str, Any]) -> dict[str, Any]:
 
 def print_check(check: dict[str, Any], recovery_mode: str) -> None:
     print(
-        f"Oracle check: {check['checked']} finished request(s) against greedy decoding with "
-        "full recompute (no cache, no drafts)"
+        f"Oracle check: {check['checked']} finished request(s) against full recompute "
+        "(greedy, or sampled with each request's seed; no cache, no drafts)"
     )
     print(
         f"  tokens equal: {'yes' if check['tokens_equal'] else 'no'}, max state error: "

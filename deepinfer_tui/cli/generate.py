@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine import EngineConfig, TinyModel, check_request_id
+from engine import EngineConfig, SamplingParams, TinyModel, check_request_id
 
 from ..describe import describe
 from ..jsonfile import read_json
@@ -60,6 +60,13 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--eos", "--eos-id", type=non_negative, metavar="ID", help="stop at this token id"
+    )
+    sampling = parser.add_argument_group("sampling (default: greedy)")
+    sampling.add_argument("--temperature", type=float, metavar="T", help="0: greedy")
+    sampling.add_argument("--top-k", type=non_negative, metavar="K", help="0: every token")
+    sampling.add_argument("--top-p", type=float, metavar="P", help="nucleus mass in (0, 1]")
+    sampling.add_argument(
+        "--sample-seed", type=non_negative, metavar="S", help="first request's seed (+1 each)"
     )
     add_scenario_option(parser, "take models and config from this scenario file")
     parser.add_argument(
@@ -155,8 +162,8 @@ def _generate_scenario(args: argparse.Namespace) -> Scenario:
     config = EngineConfig.from_dict(base.config)
     pool_size = base.pool_size()
     events, ids = [], set()
-    for request in requests:
-        submit = _submit(request, args, model, config, pool_size)
+    for index, request in enumerate(requests):
+        submit = _submit(request, args, model, config, pool_size, index)
         if "id" in submit:
             if submit["id"] in ids:
                 raise UsageError(f"{request['where']}: id {submit['id']!r} is used twice")
@@ -177,6 +184,7 @@ def _submit(
     model: TinyModel,
     config: EngineConfig,
     pool_size: int,
+    index: int,
 ) -> dict[str, Any]:
     """One request as a scenario submit, checked against the model and the pool first."""
     where = request["where"]
@@ -198,6 +206,26 @@ def _submit(
             f"has {pool_size} (raise --num-blocks or lower --max-tokens)"
         )
     submit = {"prompt": request["prompt"], "max_tokens": max_tokens, "eos_id": eos_id}
+    sampling = _sampling(args, where, index)
+    if sampling is not None:
+        submit["sampling"] = sampling
     if request.get("id") is not None:
         submit["id"] = request["id"]
     return submit
+
+
+def _sampling(args: argparse.Namespace, where: str, index: int) -> dict[str, Any] | None:
+    """The sampling flags as a submit's sampling (None: greedy), checked by SamplingParams."""
+    given = {
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "seed": None if args.sample_seed is None else args.sample_seed + index,
+    }
+    given = {key: value for key, value in given.items() if value is not None}
+    if not given:
+        return None
+    try:
+        return SamplingParams(**given).to_dict()
+    except ValueError as error:
+        raise UsageError(f"{where}: {error}") from None

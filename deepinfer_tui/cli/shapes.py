@@ -36,7 +36,8 @@ _RESULT: Shape = {
 }
 
 _CHECK: Shape = {
-    "": "every finished, non-cancelled request against greedy decoding by full recompute",
+    "": "every finished, non-cancelled request against its oracle by full recompute (greedy, "
+    "or sampled with the request's seed)",
     "passed": "tokens equal and max_state_error within tolerance",
     "checked": "how many requests were compared",
     "tokens_equal": "every request's tokens equal the oracle's",

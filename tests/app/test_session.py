@@ -300,3 +300,20 @@ def test_operations_given_numpy_values_are_recorded_as_json_and_replay_exactly()
     while replay.forward():
         pass
     assert not replay.divergence
+
+
+def test_a_sampled_request_without_a_seed_replays_with_the_seed_it_drew() -> None:
+    import json
+
+    from deepinfer_tui.replay import Replay, parse_trace, trace_data
+
+    session = Session(default_scenario())
+    added = session.submit([1, 2, 3], 6, sampling={"temperature": 0.9, "top_p": 0.8})
+    session.run()
+    submit = next(op for op in session.operations if op["op"] == "submit")
+    assert isinstance(submit["sampling"]["seed"], int)  # drawn at submit, recorded
+    replay = Replay(parse_trace(json.loads(json.dumps(trace_data(session)))))
+    while replay.forward():
+        pass
+    assert replay.divergence is None
+    assert replay.session.engine.result(added).tokens == session.engine.result(added).tokens
