@@ -108,6 +108,7 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
         self._shown_id: str | None = None  # the request the detail panes show
         self.filter_log = False
         self.log_kind: str | None = None  # the one event kind the log shows (None: all)
+        self.view_area = "tree"  # the view beside the block map (view_actions.VIEW_PANES)
         self._auto_run = AutoRun(self)
         self._exporting = False
         self._quit_after_export = False
@@ -242,8 +243,10 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
     def _show_selection(self) -> None:
         selected = self._shown_id = self.selected_id
         self.query_one(BlockMap).show(self.view, selected)
-        self.query_one(DraftTree).show(self.view, selected)
-        self.query_one(RoundPane).show(self.view)
+        if self.view_area == "tree":  # a hidden view renders when it is shown
+            self.query_one(DraftTree).show(self.view, selected)
+        elif self.view_area == "round":
+            self.query_one(RoundPane).show(self.view)
         log = self.query_one(CommitLog)
         log.show(self.view, selected if self.filter_log else None, self.log_kind)
 

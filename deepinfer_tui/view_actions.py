@@ -13,13 +13,24 @@ if TYPE_CHECKING:
     from .app import DebuggerApp
 
 
+# The panes that take turns in the view area (beside the block map), by the key's view name.
+# A new view is one more entry here, a pane in DebuggerApp.compose and a `show_...` key.
+VIEW_PANES: dict[str, str] = {"tree": "#tree", "round": "#round"}
+
+
 class ViewActions:
+    def show_view(self: DebuggerApp, name: str) -> None:
+        """Show one view in the view area (the others are hidden, not closed)."""
+        self.view_area = name
+        for view, selector in VIEW_PANES.items():
+            self.query_one(selector).display = view == name
+        self._show_selection()
+
     def action_show_tree(self: DebuggerApp) -> None:
-        self.remove_class("-round-view")
+        self.show_view("tree")
 
     def action_show_round(self: DebuggerApp) -> None:
-        self.add_class("-round-view")
-        self._show_selection()
+        self.show_view("round")
 
     def action_filter_log(self: DebuggerApp) -> None:
         self.filter_log = not self.filter_log
