@@ -40,8 +40,10 @@ from .toasts import Notices, Toasts
 from .view_actions import ViewActions
 from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTable, StatusBar
 from .widgets.footer import KeyFooter
+from .widgets.metrics_pane import MetricsPane
 from .widgets.round_pane import RoundPane
 from .widgets.status import DescriptionLine
+from .widgets.timeline_pane import TimelinePane
 from .widgets.view import ComputingRound, View
 
 TINY_BELOW = 80  # columns
@@ -167,7 +169,9 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
             yield RequestTable(id="requests")
             yield BlockMap(id="blocks")
             yield DraftTree(id="tree")
+            yield TimelinePane(id="timeline")
             yield RoundPane(id="round")
+            yield MetricsPane(id="metrics")
             yield CommitLog(id="log")
         yield KeyFooter({"-minor": MINOR_ACTIONS, "-secondary": SECONDARY_ACTIONS}, id="footer")
 
@@ -245,8 +249,12 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
         self.query_one(BlockMap).show(self.view, selected)
         if self.view_area == "tree":  # a hidden view renders when it is shown
             self.query_one(DraftTree).show(self.view, selected)
+        elif self.view_area == "timeline":
+            self.query_one(TimelinePane).show(self.view, selected)
         elif self.view_area == "round":
             self.query_one(RoundPane).show(self.view)
+        elif self.view_area == "metrics":
+            self.query_one(MetricsPane).show(self.view, selected)
         log = self.query_one(CommitLog)
         log.show(self.view, selected if self.filter_log else None, self.log_kind)
 

@@ -48,10 +48,25 @@ KEYS: tuple[Key, ...] = (
     Key("filter_log", "f", "filter", "Log: only the selected request / all"),
     Key("show_tree", "1", "tree", "View area: the selected request's draft tree", show=False),
     Key(
+        "show_timeline",
+        "3",
+        "timeline",
+        "View area: every request's state in every round (queued, prefilling, decoding, ...)",
+        show=False,
+    ),
+    Key(
         "show_round",
         "4",
         "round",
         "View area: the last round's token budget, split by request and kind",
+        show=False,
+    ),
+    Key(
+        "show_metrics",
+        "5",
+        "metrics",
+        "View area: TTFT, inter-token latency, queue time per request; acceptance, prefix "
+        "hits, KV usage",
         show=False,
     ),
     Key(

@@ -15,7 +15,12 @@ if TYPE_CHECKING:
 
 # The panes that take turns in the view area (beside the block map), by the key's view name.
 # A new view is one more entry here, a pane in DebuggerApp.compose and a `show_...` key.
-VIEW_PANES: dict[str, str] = {"tree": "#tree", "round": "#round"}
+VIEW_PANES: dict[str, str] = {
+    "tree": "#tree",
+    "timeline": "#timeline",
+    "round": "#round",
+    "metrics": "#metrics",
+}
 
 
 class ViewActions:
@@ -29,8 +34,14 @@ class ViewActions:
     def action_show_tree(self: DebuggerApp) -> None:
         self.show_view("tree")
 
+    def action_show_timeline(self: DebuggerApp) -> None:
+        self.show_view("timeline")
+
     def action_show_round(self: DebuggerApp) -> None:
         self.show_view("round")
+
+    def action_show_metrics(self: DebuggerApp) -> None:
+        self.show_view("metrics")
 
     def action_filter_log(self: DebuggerApp) -> None:
         self.filter_log = not self.filter_log

@@ -1,0 +1,156 @@
+"""The timeline view: one row per request, one column per round, each cell its state then.
+
+Built from the event log alone (no Textual here): a round's `schedule` event says who ran and
+how (prefill rows or decode/draft rows), `deferred`, `preempt` and `finished` events the rest,
+and `queued` when a request arrived. A round with nothing about a request carries its state
+on: queued stays queued, a running request that was not scheduled is waiting, a preempted one
+stays preempted until it runs again. An event between rounds (a cancel) marks the round it
+followed. Every state has a symbol as well as a colour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.text import Text
+
+STATES = (  # state, cell symbol, style
+    ("queued", "·", "blue"),
+    ("prefilling", "▒", "cyan"),
+    ("decoding", "█", "green"),
+    ("waiting", "~", "yellow"),
+    ("preempted", "✗", "bold red"),
+    ("finished", "✓", "bright_black"),
+    ("cancelled", "⊘", "magenta"),
+)
+SYMBOLS = {state: (symbol, style) for state, symbol, style in STATES}
+# What a round with no event about a request shows, after a round in each state (None: gone).
+CARRIED = {
+    "queued": "queued",
+    "prefilling": "waiting",
+    "decoding": "waiting",
+    "waiting": "waiting",
+    "preempted": "preempted",
+    "finished": None,
+    "cancelled": None,
+}
+Event = Mapping[str, Any]
+Grid = dict[str, dict[int, str]]  # request id -> round -> state
+
+
+def timeline_states(log: Sequence[Event]) -> Grid:
+    """Every request's state in every round it existed in, from round 1 on."""
+    arrived: dict[str, int] = {}  # request id -> the first round it could run in
+    said: dict[int, dict[str, str]] = {}  # round -> request id -> the state its events say
+    last_tick = 0
+    for event in log:
+        tick, kind = int(event.get("tick", 0)), event.get("kind")
+        request_id = event.get("request_id")
+        last_tick = max(last_tick, tick)
+        if kind == "queued" and request_id is not None:
+            arrived.setdefault(request_id, tick + 1)
+        elif kind == "schedule":
+            for part in event.get("requests", []):
+                state = "prefilling" if part.get("prefill") else "decoding"
+                _say(said, tick, part["request_id"], state)
+        elif kind in ("deferred", "preempt", "finished") and request_id is not None:
+            _say(said, tick, request_id, _event_state(event))
+    grid: Grid = {}
+    for request_id, first in arrived.items():
+        row: dict[int, str] = {}
+        state: str | None = "queued"
+        for tick in range(first, last_tick + 1):
+            state = said.get(tick, {}).get(request_id) or (CARRIED[state] if state else None)
+            if state is None:
+                break
+            row[tick] = state
+        grid[request_id] = row
+    return grid
+
+
+def _event_state(event: Event) -> str:
+    if event["kind"] == "finished":
+        return "cancelled" if event.get("finish_reason") == "cancelled" else "finished"
+    return "preempted" if event["kind"] == "preempt" else "waiting"
+
+
+# The state a round's events say wins over a weaker one: finishing beats running beats waiting.
+_RANK = {"waiting": 0, "prefilling": 1, "decoding": 2, "preempted": 3, "finished": 4}
+_RANK["cancelled"] = 5
+
+
+def _say(said: dict[int, dict[str, str]], tick: int, request_id: str, state: str) -> None:
+    states = said.setdefault(tick, {})
+    old = states.get(request_id)
+    if old is None or _RANK[state] >= _RANK[old]:
+        states[request_id] = state
+
+
+def timeline_lines(
+    log: Sequence[Event],
+    tick: int,
+    width: int,
+    height: int,
+    selected: str | None = None,
+    order: Sequence[str] = (),
+) -> list[Text]:
+    """The view's lines for a pane `width` x `height` cells: the legend, a round axis, the
+    rows that fit (a window that holds the selected request) and a line saying what is shown."""
+    if tick <= 0:
+        return [Text("no round has run yet: press space to step", style="bright_black")]
+    grid = timeline_states(log)
+    ids = [i for i in order if i in grid] + [i for i in grid if i not in order]
+    name_width = min(max((len(i) for i in ids), default=0), 12)
+    columns = max(1, width - name_width - 1)
+    first = max(1, tick - columns + 1)
+    legend = _legend(width)
+    rows = _window(ids, selected, max(1, height - len(legend) - 2))
+    lines = [*legend, _axis(first, tick, name_width)]
+    for request_id in rows:
+        name_style = "reverse bold" if request_id == selected else ""
+        line = Text(f"{request_id[:name_width]:<{name_width}}", style=name_style)
+        line.append(" ")
+        row = grid[request_id]
+        for round_ in range(first, tick + 1):
+            symbol, style = SYMBOLS[row[round_]] if round_ in row else (" ", "")
+            if request_id == selected:
+                style = f"{style} on grey23".strip()
+            line.append(symbol, style=style)
+        lines.append(line)
+    shown = f"requests {ids.index(rows[0]) + 1}-{ids.index(rows[-1]) + 1} of {len(ids)}"
+    lines.append(Text(f"rounds {first}-{tick} (now t{tick}) · {shown}" if rows else ""))
+    return lines
+
+
+def _window(ids: list[str], selected: str | None, height: int) -> list[str]:
+    """At most `height` ids, the selected one among them (it follows the table's cursor)."""
+    if len(ids) <= height:
+        return ids
+    at = ids.index(selected) if selected in ids else 0
+    start = min(max(0, at - height // 2), len(ids) - height)
+    return ids[start : start + height]
+
+
+def _axis(first: int, last: int, name_width: int) -> Text:
+    """A ruler over the cells: `|` every tenth round, `▼` over the current one."""
+    text = Text(f"{'round':<{name_width}} ", style="bright_black")
+    for round_ in range(first, last + 1):
+        if round_ == last:
+            text.append("▼", style="bold")
+        else:
+            text.append("|" if round_ % 10 == 0 else "·", style="bright_black")
+    return text
+
+
+def _legend(width: int) -> list[Text]:
+    """Every state's symbol and word, on as few lines of `width` as hold them."""
+    lines = [Text()]
+    for state, symbol, style in STATES:
+        if lines[-1].cell_len and lines[-1].cell_len + len(state) + 3 > width:
+            lines.append(Text())
+        lines[-1].append(symbol, style=style)
+        lines[-1].append(f" {state}  ")
+    for line in lines:
+        line.rstrip()
+    return lines

@@ -1,0 +1,54 @@
+"""Keys 3 and 5 show the timeline and the metrics in the view area (issue 25)."""
+
+from __future__ import annotations
+
+from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.session import Session
+from tests.app.helpers import shown_lines
+
+
+def crowded_app() -> DebuggerApp:
+    return DebuggerApp(Session(default_scenario().with_overrides(token_budget=4)))
+
+
+async def test_key_3_shows_the_timeline_and_it_follows_the_rounds() -> None:
+    app = crowded_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space", "space", "3")
+        await pilot.pause()
+        pane = app.query_one("#timeline")
+        assert pane.display and not app.query_one("#tree").display
+        lines = shown_lines(pane)
+        assert any("▒ prefilling" in line for line in lines)  # the legend
+        assert pane.border_title == "Timeline · t2"
+        selected = app.selected_id
+        assert selected is not None
+        # request-1 came with the scenario: its whole 4-token prompt in round 1, then a token.
+        assert selected == "request-1"
+        assert any(line.startswith("│ request-1 ▒█") for line in lines)
+        assert any(line.rstrip().endswith("·▼") for line in lines)  # the current round
+        await pilot.press("space")
+        await pilot.pause()
+        assert pane.border_title == "Timeline · t3"
+        assert any("rounds 1-3 (now t3)" in line for line in shown_lines(pane))
+
+
+async def test_key_5_shows_the_metrics_of_the_selected_request() -> None:
+    app = crowded_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(6):
+            await pilot.press("space")
+        await pilot.press("5")
+        await pilot.pause()
+        pane = app.query_one("#metrics")
+        assert pane.display and not app.query_one("#timeline").display
+        lines = shown_lines(pane)
+        assert "times in ms of the injected clock" in lines[1]
+        assert any(line.split()[1:3] == ["id", "ttft"] for line in lines)
+        assert any(line.startswith("│ prefix hits:") for line in lines)
+        assert any(line.startswith("│ ITL request-1 ") for line in lines)  # its sparkline
+        assert pane.border_title == "Metrics · t6"
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.query_one("#tree").display and not pane.display

@@ -1,0 +1,68 @@
+"""The metrics view's lines, from a real engine under a clock the test sets (issue 25)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from deepinfer_tui.metrics_view import metrics_lines, p95
+from engine import Engine, EngineConfig, TinyModel
+
+
+def plain(lines: list) -> list[str]:
+    console = Console(width=120, color_system=None)
+    with console.capture() as capture:
+        for line in lines:
+            console.print(line)
+    return capture.get().splitlines()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def three_rounds() -> Engine:
+    """Submitted at 0 s; rounds read the clock at 1 s, 3 s and 4 s: the whole prompt and the
+    first token in round 1, one token in each of the others. So TTFT 1 s, queue time 1 s,
+    inter-token latencies 2 s and 1 s."""
+    clock = Clock()
+    engine = Engine(TinyModel(seed=2), config=EngineConfig(token_budget=8), clock=clock)
+    engine.submit([1, 2, 3], max_tokens=3, request_id="r")
+    for now in (1.0, 3.0, 4.0):
+        clock.now = now
+        engine.step()
+    return engine
+
+
+def test_per_request_times_in_milliseconds() -> None:
+    shown = plain(metrics_lines(three_rounds().snapshot(), 60, "r"))
+    assert shown[0] == "times in ms of the injected clock"
+    assert shown[1].split() == ["id", "ttft", "itl", "p95", "queue", "pre", "recomp"]
+    assert shown[2].split() == ["r", "1000.0", "1500.0", "2000.0", "1000.0", "0", "0"]
+    assert any(line.startswith("ITL r ") and line.endswith("█▄") for line in shown)
+    assert "max 2000.0 ms" in shown
+
+
+def test_engine_counters_and_a_narrow_pane() -> None:
+    engine = three_rounds()
+    shown = plain(metrics_lines(engine.snapshot(), 30, None))
+    assert shown[1].split() == ["id", "ttft", "itl", "p95"]  # the columns that fit in 30
+    assert "acceptance by depth: no drafts verified yet" in shown
+    assert "mean acceptance length: - (no drafting rounds)" in shown
+    assert "prefix hits: 0/3 tokens (0%)" in shown
+    assert shown[-1] == "ITL: select a request that has decoded"
+
+
+def test_a_synthetic_clock_says_so() -> None:
+    engine = Engine(TinyModel(seed=2), config=EngineConfig(synthetic_clock=True))
+    engine.submit([1, 2, 3], max_tokens=2)
+    engine.step()
+    assert "SYNTHETIC clock" in plain(metrics_lines(engine.snapshot(), 80))[0]
+
+
+def test_p95_is_the_nearest_rank() -> None:
+    assert p95(list(range(1, 21))) == 19  # ceil(0.95 * 20) = 19th of 20
+    assert p95([5.0]) == 5.0 and p95([]) is None

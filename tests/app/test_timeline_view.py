@@ -1,0 +1,90 @@
+"""The timeline's cells, from a real engine's event log (issue 25): a small token budget
+chunks a prompt, a small pool preempts a request, a cancel ends one."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from deepinfer_tui.timeline_view import timeline_lines, timeline_states
+from engine import Engine, EngineConfig, TinyModel
+
+
+def plain(lines: list) -> list[str]:
+    console = Console(width=120, color_system=None)
+    with console.capture() as capture:
+        for line in lines:
+            console.print(line)
+    return capture.get().splitlines()
+
+
+def crowded() -> Engine:
+    """Budget 6 rows a round, 8 blocks of 4: the 10-token prompt takes two rounds (6 + 4),
+    the third request is preempted whenever the others need a block."""
+    engine = Engine(
+        TinyModel(seed=2), config=EngineConfig(token_budget=6, block_size=4, num_blocks=8)
+    )
+    engine.submit(list(range(1, 11)), max_tokens=6, request_id="a")
+    engine.submit([3] * 9, max_tokens=8, request_id="b")
+    engine.submit([5] * 3, max_tokens=3, request_id="c")
+    while not engine.idle:
+        engine.step()
+    return engine
+
+
+def kinds(engine: Engine, request_id: str, kind: str) -> list[int]:
+    return [e["tick"] for e in engine.trace if e["kind"] == kind and e["request_id"] == request_id]
+
+
+def test_each_round_shows_what_the_request_did_in_it() -> None:
+    engine = crowded()
+    grid = timeline_states(engine.trace)
+    # a: two prefill chunks (6 of 10, then 4), then decoding; short of a block once; done.
+    assert kinds(engine, "a", "prefill") == [1, 2]
+    assert [grid["a"][t] for t in (1, 2, 3)] == ["prefilling", "prefilling", "decoding"]
+    deferred, finished = kinds(engine, "a", "deferred"), kinds(engine, "a", "finished")
+    assert all(grid["a"][t] == "waiting" for t in deferred) and deferred
+    assert grid["a"][finished[0]] == "finished" and max(grid["a"]) == finished[0]
+    # c: queued while the budget went to a and b, then run, preempted, run again ...
+    first_run = min(kinds(engine, "c", "prefill"))
+    assert all(grid["c"][t] == "queued" for t in range(1, first_run))
+    preempted = kinds(engine, "c", "preempt")
+    assert len(preempted) >= 2 and all(grid["c"][t] == "preempted" for t in preempted)
+    # ... and stays preempted in the rounds between a preemption and its readmission.
+    readmitted = min(t for t in kinds(engine, "c", "prefill") if t > preempted[0])
+    assert all(grid["c"][t] == "preempted" for t in range(preempted[0], readmitted))
+
+
+def test_the_lines_draw_one_symbol_per_round() -> None:
+    engine = crowded()
+    shown = plain(timeline_lines(engine.trace, engine.tick, 60, 20, "b", ("a", "b", "c")))
+    legend = " ".join(shown[:2])  # 60 cells hold the legend in two lines
+    assert "· queued" in shown[0] and "✗ preempted" in legend and "⊘ cancelled" in shown[1]
+    rows = {line[:2].strip(): line[2:] for line in shown if line[:2] in ("a ", "b ", "c ")}
+    assert rows["a"].rstrip() == "▒▒██~██✓"  # rounds 1-8, hand-read from the trace
+    assert rows["c"].rstrip() == "···▒✗✗✗▒✗✗✓"
+    assert rows["b"].rstrip().endswith("✓") and len(rows["b"].rstrip()) == engine.tick
+    assert shown[-1] == f"rounds 1-{engine.tick} (now t{engine.tick}) · requests 1-3 of 3"
+
+
+def test_a_narrow_pane_shows_the_newest_rounds_and_a_short_one_the_selected_row() -> None:
+    engine = crowded()
+    shown = plain(timeline_lines(engine.trace, engine.tick, 8, 6, "c", ("a", "b", "c")))
+    assert shown[-1] == f"rounds {engine.tick - 5}-{engine.tick} (now t{engine.tick}) · " + (
+        "requests 3-3 of 3"
+    )
+    assert shown[-2].startswith("c ") and shown[-3].startswith("round ")
+    assert shown[-3].rstrip().endswith("▼")  # the current round is marked
+
+
+def test_a_cancelled_request_ends_in_a_cancelled_cell() -> None:
+    engine = Engine(TinyModel(seed=2), config=EngineConfig(token_budget=8))
+    engine.submit([1, 2, 3], max_tokens=9, request_id="x")
+    engine.step()
+    engine.step()
+    engine.cancel("x")
+    # A cancel between rounds marks the round it followed: no later round exists yet.
+    assert timeline_states(engine.trace)["x"] == {1: "prefilling", 2: "cancelled"}
+
+
+def test_before_the_first_round_the_view_says_so() -> None:
+    assert plain(timeline_lines([], 0, 40, 10)) == ["no round has run yet: press space to step"]
