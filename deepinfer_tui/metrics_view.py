@@ -54,9 +54,12 @@ def metrics_lines(
     serving = snapshot.get("metrics", {}).get("serving", {})
     requests = snapshot.get("requests", [])
     lines = [_clock_line(serving)]
+    if serving.get("clock") != "synthetic" and _all_zero(requests):
+        note = "the clock did not move between rounds: every interval is 0 (synthetic_clock)"
+        lines.append(Text(note, style="bright_black"))
     lines += _request_table(requests, width, selected)
-    lines += _engine_lines(serving)
     lines += _sparkline(requests, width, selected)
+    lines += _engine_lines(serving)
     return lines
 
 
@@ -68,6 +71,13 @@ def _clock_line(serving: Mapping[str, Any]) -> Text:
             style="yellow",
         )
     return Text("times in ms of the injected clock", style="bright_black")
+
+
+def _all_zero(requests: Sequence[Mapping[str, Any]]) -> bool:
+    """Some request has a first token, and no request's TTFT or latency is above zero."""
+    timings = [r.get("timing") or {} for r in requests]
+    measured = [t for t in timings if t.get("ttft") is not None]
+    return bool(measured) and all(t["ttft"] == 0 and not any(t.get("itl") or []) for t in measured)
 
 
 def _request_table(
@@ -95,16 +105,17 @@ def _engine_lines(serving: Mapping[str, Any]) -> list[Text]:
     rates = " ".join(f"d{i + 1} {_percent(d.get('rate'))}" for i, d in enumerate(depths))
     length = serving.get("mean_acceptance_length")
     queried, hit = serving.get("prefix_query_tokens", 0), serving.get("prefix_hit_tokens", 0)
+    mean_length = f"{length:.2f}" if length is not None else "- (no drafting rounds)"
     return [
         Text(f"acceptance by depth: {rates or 'no drafts verified yet'}"),
+        Text(f"mean acceptance length: {mean_length}"),
         Text(
-            "mean acceptance length: "
-            + (f"{length:.2f}" if length is not None else "- (no drafting rounds)")
+            f"prefix hits: {hit}/{queried} tokens ({_percent(serving.get('prefix_hit_rate'))})"
+            f" · KV usage {_percent(serving.get('kv_usage'))}"
         ),
-        Text(f"prefix hits: {hit}/{queried} tokens ({_percent(serving.get('prefix_hit_rate'))})"),
         Text(
-            f"KV usage {_percent(serving.get('kv_usage'))} · preemptions "
-            f"{serving.get('preemptions', 0)} · recomputed {serving.get('recomputed_positions', 0)}"
+            f"preemptions {serving.get('preemptions', 0)} · recomputed "
+            f"{serving.get('recomputed_positions', 0)} positions"
         ),
     ]
 
@@ -116,16 +127,16 @@ def _percent(rate: float | None) -> str:
 def _sparkline(
     requests: Sequence[Mapping[str, Any]], width: int, selected: str | None
 ) -> list[Text]:
-    """The selected request's inter-token latencies, newest last, as bars of its largest."""
+    """The selected request's inter-token latencies, newest last, as bars of the largest."""
     request = next((r for r in requests if r["id"] == selected), None)
     itl = list((request or {}).get("timing", {}).get("itl") or [])
     if request is None or not itl:
         return [Text("ITL: select a request that has decoded", style="bright_black")]
-    label = f"ITL {request['id']} "
+    top = max(itl)
+    label = f"ITL {request['id']} (max {_ms(top)} ms) "
     shown = itl[-max(1, width - len(label)) :]
-    top = max(shown)
     # Eighths of the largest, rounded up: the largest is a full bar, half of it a half bar.
     bars = "".join(
         SPARKS[max(0, math.ceil(v / top * len(SPARKS)) - 1)] if top else SPARKS[0] for v in shown
     )
-    return [Text(label) + Text(bars, style="green"), Text(f"max {_ms(top)} ms")]
+    return [Text(label) + Text(bars, style="green")]

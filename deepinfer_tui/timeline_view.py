@@ -60,7 +60,9 @@ def timeline_states(log: Sequence[Event]) -> Grid:
     for request_id, first in arrived.items():
         row: dict[int, str] = {}
         state: str | None = "queued"
-        for tick in range(first, last_tick + 1):
+        # Cancelled between rounds before it ever could run: that cell shows it all the same.
+        early = [t for t, states in said.items() if request_id in states and t < first]
+        for tick in range(max(1, min([first, *early])), last_tick + 1):
             state = said.get(tick, {}).get(request_id) or (CARRIED[state] if state else None)
             if state is None:
                 break

@@ -42,8 +42,7 @@ def test_per_request_times_in_milliseconds() -> None:
     assert shown[0] == "times in ms of the injected clock"
     assert shown[1].split() == ["id", "ttft", "itl", "p95", "queue", "pre", "recomp"]
     assert shown[2].split() == ["r", "1000.0", "1500.0", "2000.0", "1000.0", "0", "0"]
-    assert any(line.startswith("ITL r ") and line.endswith("█▄") for line in shown)
-    assert "max 2000.0 ms" in shown
+    assert "ITL r (max 2000.0 ms) █▄" in shown
 
 
 def test_engine_counters_and_a_narrow_pane() -> None:
@@ -52,8 +51,9 @@ def test_engine_counters_and_a_narrow_pane() -> None:
     assert shown[1].split() == ["id", "ttft", "itl", "p95"]  # the columns that fit in 30
     assert "acceptance by depth: no drafts verified yet" in shown
     assert "mean acceptance length: - (no drafting rounds)" in shown
-    assert "prefix hits: 0/3 tokens (0%)" in shown
-    assert shown[-1] == "ITL: select a request that has decoded"
+    assert "prefix hits: 0/3 tokens (0%) · KV usage 0%" in " ".join(shown)  # may wrap
+    assert shown[-1] == "preemptions 0 · recomputed 0 positions"
+    assert "ITL: select a request that has decoded" in shown
 
 
 def test_a_synthetic_clock_says_so() -> None:
@@ -63,6 +63,33 @@ def test_a_synthetic_clock_says_so() -> None:
     assert "SYNTHETIC clock" in plain(metrics_lines(engine.snapshot(), 80))[0]
 
 
+def test_a_clock_that_never_moved_is_pointed_out() -> None:
+    engine = Engine(TinyModel(seed=2), config=EngineConfig(token_budget=8), clock=Clock())
+    engine.submit([1, 2, 3], max_tokens=3, request_id="r")
+    engine.step()
+    engine.step()
+    shown = plain(metrics_lines(engine.snapshot(), 200, "r"))
+    assert (
+        shown[1] == "the clock did not move between rounds: every interval is 0 (synthetic_clock)"
+    )
+    row = next(line for line in shown if line.startswith("r "))
+    assert row.split()[:4] == ["r", "0.0", "0.0", "0.0"]
+    assert not any(
+        "did not move" in line for line in plain(metrics_lines(three_rounds().snapshot(), 200, "r"))
+    )
+
+
 def test_p95_is_the_nearest_rank() -> None:
     assert p95(list(range(1, 21))) == 19  # ceil(0.95 * 20) = 19th of 20
     assert p95([5.0]) == 5.0 and p95([]) is None
+
+
+def test_preemptions_and_recomputed_positions_per_request() -> None:
+    from tests.app.test_timeline_view import crowded
+
+    shown = plain(metrics_lines(crowded().snapshot(), 80, "c"))
+    rows = {line.split()[0]: line.split() for line in shown if line[:2] in ("a ", "b ", "c ")}
+    # c was preempted three times (rounds 5, 7 and 9) holding 3, 3 and 4 stored positions; at
+    # its readmissions the cache gave back 3, 0 and 0 of them: 0 + 3 + 4 recomputed.
+    assert rows["c"][-2:] == ["3", "7"] and rows["a"][-2:] == ["0", "0"]
+    assert shown[-1] == "preemptions 3 · recomputed 7 positions"

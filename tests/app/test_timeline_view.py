@@ -86,5 +86,15 @@ def test_a_cancelled_request_ends_in_a_cancelled_cell() -> None:
     assert timeline_states(engine.trace)["x"] == {1: "prefilling", 2: "cancelled"}
 
 
+def test_a_request_cancelled_while_queued_shows_it_in_the_round_it_followed() -> None:
+    engine = Engine(TinyModel(seed=2), config=EngineConfig(token_budget=8))
+    engine.submit([1, 2, 3], max_tokens=4, request_id="x")
+    engine.step()
+    engine.submit([4, 5], max_tokens=4, request_id="y")  # between rounds 1 and 2
+    engine.cancel("y")
+    engine.step()
+    assert timeline_states(engine.trace)["y"] == {1: "cancelled"}
+
+
 def test_before_the_first_round_the_view_says_so() -> None:
     assert plain(timeline_lines([], 0, 40, 10)) == ["no round has run yet: press space to step"]

@@ -1,0 +1,29 @@
+"""Screen snapshots of the timeline (key 3) and metrics (key 5) views at 120x40 (issue 25).
+
+A scenario with a 4-row token budget chunks the prompts and keeps requests waiting; the
+engine's clock is injected, so the same code renders the same SVG. Regenerate after an
+intended change with `--snapshot-update` and look at the report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.session import Session
+from tests.app.tour import WIDE
+
+ROUNDS = ["space"] * 8
+
+
+def crowded_app() -> DebuggerApp:
+    return DebuggerApp(Session(default_scenario().with_overrides(token_budget=4)))
+
+
+def test_timeline_view(snap_compare: Any) -> None:
+    assert snap_compare(crowded_app(), terminal_size=WIDE, press=[*ROUNDS, "3", "down"])
+
+
+def test_metrics_view(snap_compare: Any) -> None:
+    assert snap_compare(crowded_app(), terminal_size=WIDE, press=[*ROUNDS, "5"])
