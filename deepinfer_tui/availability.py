@@ -110,7 +110,8 @@ def blocker(action: str, situation: Situation) -> str | None:
         return _replay_blocker(action, situation.replay)
     if action == "toggle_run" and situation.auto_running:
         return None  # pausing is always possible
-    if action in MUTATING or action == "export":  # these read or change the session
+    live_goto = action == "goto_round" and situation.replay is None  # it undoes or steps
+    if action in MUTATING or action == "export" or live_goto:  # these read or change it
         if situation.exporting:
             return "an export is still being written"
         if situation.computing is not None:

@@ -70,6 +70,14 @@ KEYS: tuple[Key, ...] = (
         show=False,
     ),
     Key(
+        "goto_round",
+        "G",
+        "go to",
+        "Go to round N (asks N): live, back through undo or forward by stepping; a saved "
+        "trace, that round's frame",
+        show=False,
+    ),
+    Key(
         "filter_kind",
         "k",
         "kind",
@@ -131,6 +139,7 @@ DEBUGGER_ACTIONS = (
     | {
         "filter_log",
         "filter_kind",
+        "goto_round",
         "export",
         "save_screen",
         "guide",

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .columns import ORDERS, STATE_FILTERS, following
+from .goto_round import go_to_round, reach
 from .log_filter import next_kind
+from .screens.goto_round import GotoRoundScreen
 from .widgets import RequestTable
 
 if TYPE_CHECKING:
@@ -42,6 +44,13 @@ class ViewActions:
 
     def action_show_metrics(self: DebuggerApp) -> None:
         self.show_view("metrics")
+
+    def action_goto_round(self: DebuggerApp) -> None:
+        def go(target: int | None) -> None:
+            if target is not None and not self.closing:
+                go_to_round(self, target)
+
+        self.push_screen(GotoRoundScreen(self.view.tick, reach(self)), go)
 
     def action_filter_log(self: DebuggerApp) -> None:
         self.filter_log = not self.filter_log

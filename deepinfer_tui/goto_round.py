@@ -1,0 +1,83 @@
+"""Go to round N: live, back through undo or forward by stepping; in a replay, that frame.
+
+`plan` is the pure part (what it takes, or why it cannot); `go_to_round` does it through the
+session's public operations, so every round it passes is an ordinary undo or step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .describe import plural
+
+if TYPE_CHECKING:
+    from .app import DebuggerApp
+
+FORWARD_LIMIT = 500  # rounds one go-to may step, as auto-run's limit per run
+
+
+def plan(tick: int, target: int, undo_available: int, can_step: bool) -> int:
+    """Rounds to move (negative: undo that many); ValueError says why it cannot."""
+    if target < tick:
+        back = tick - target
+        if back > undo_available:
+            kept = plural(undo_available, "round")
+            raise ValueError(
+                f"round {target} is out of reach: undo keeps {kept} here (back to round "
+                f"{tick - undo_available})"
+            )
+        return -back
+    if target > tick and not can_step:
+        raise ValueError(f"round {target} is out of reach: every request has finished")
+    if target - tick > FORWARD_LIMIT:
+        raise ValueError(f"round {target} is {target - tick} rounds ahead: at most {FORWARD_LIMIT}")
+    return target - tick
+
+
+def frame_of_round(snapshots: Sequence[dict[str, Any]], target: int) -> int:
+    """The first replay frame at round `target` (right after that round ran)."""
+    for index, snapshot in enumerate(snapshots):
+        if int(snapshot.get("tick", 0)) == target:
+            return index
+    last = max((int(snapshot.get("tick", 0)) for snapshot in snapshots), default=0)
+    raise ValueError(f"round {target} is not in this trace: it has rounds 0 to {last}")
+
+
+def reach(app: DebuggerApp) -> str:
+    """What go-to can reach from here, for the dialog."""
+    if app.replay is not None:
+        last = max(int(frame.snapshot.get("tick", 0)) for frame in app.replay.frames)
+        return f"this trace has rounds 0 to {last}"
+    back = app.engine.tick - app.engine.undo_available
+    return f"undo reaches back to round {back}, stepping forward up to {FORWARD_LIMIT} rounds"
+
+
+def go_to_round(app: DebuggerApp, target: int) -> None:
+    """Move the debugger to round `target`, or notify why not (nothing changes then)."""
+    try:
+        if app.replay is not None:
+            app.replay.seek(frame_of_round([f.snapshot for f in app.replay.frames], target))
+            app.refresh_view()
+            return
+        session = app.session
+        moves = plan(app.engine.tick, target, app.engine.undo_available, session.can_step())
+    except ValueError as error:
+        app.notify(str(error), title="Not done", severity="warning")
+        return
+    if app.auto_running:
+        app.action_toggle_run()  # it would run on from the round it left
+    for _ in range(abs(moves)):
+        done = app.step_once() if moves > 0 else app._mutate(session.undo)
+        if not done or app.computing is not None or (moves > 0 and not session.can_step()):
+            break  # a failure (notified), a long round on its own thread, or the end
+    if moves < 0 and app.engine.tick == target:
+        undone = plural(-moves, "round")
+        app.notify(f"undid {undone} and what was done in them", title="Go to round")
+    if app.engine.tick != target and app.computing is None:
+        app.notify(f"stopped at round {app.engine.tick}", title="Go to round")
+    elif app.computing is not None:
+        app.notify(
+            f"{app.computing.describe()}; go to round {target} again when it is done",
+            title="Go to round",
+        )
