@@ -53,24 +53,20 @@ def metrics_lines(
     """The view's lines for a pane `width` cells wide."""
     serving = snapshot.get("metrics", {}).get("serving", {})
     requests = snapshot.get("requests", [])
-    lines = [_clock_line(serving)]
-    if serving.get("clock") != "synthetic" and _all_zero(requests):
-        note = "the clock did not move between rounds: every interval is 0 (synthetic_clock)"
-        lines.append(Text(note, style="bright_black"))
+    lines = [_clock_line(serving, _all_zero(requests))]
     lines += _request_table(requests, width, selected)
     lines += _sparkline(requests, width, selected)
     lines += _engine_lines(serving)
     return lines
 
 
-def _clock_line(serving: Mapping[str, Any]) -> Text:
+def _clock_line(serving: Mapping[str, Any], never_moved: bool) -> Text:
     if serving.get("clock") == "synthetic":
         added = _ms(serving.get("synthetic_seconds", 0.0))
-        return Text(
-            f"times in ms · SYNTHETIC clock: a cost model's time, not measured (+{added} ms)",
-            style="yellow",
-        )
-    return Text("times in ms of the injected clock", style="bright_black")
+        return Text(f"ms · SYNTHETIC clock: modelled, not measured (+{added})", style="yellow")
+    if never_moved:  # the injected clock moves only when told to (t, or the scenario)
+        return Text("ms · the clock never moved: all 0 (synthetic_clock)", style="bright_black")
+    return Text("ms · the injected clock", style="bright_black")
 
 
 def _all_zero(requests: Sequence[Mapping[str, Any]]) -> bool:

@@ -106,22 +106,30 @@ def timeline_lines(
     name_width = min(max((len(i) for i in ids), default=0), 12)
     columns = max(1, width - name_width - 1)
     first = max(1, tick - columns + 1)
-    legend = _legend(width)
+    # The legend names the states on screen (all of them when they all fit): a short pane
+    # keeps its rows for requests.
+    shown_states = {s for row in grid.values() for r, s in row.items() if r >= first}
+    legend = _legend(width, set(SYMBOLS))
+    if len(legend) + 2 + len(ids) > height:
+        legend = _legend(width, shown_states)
     rows = _window(ids, selected, max(1, height - len(legend) - 2))
     lines = [*legend, _axis(first, tick, name_width)]
     for request_id in rows:
-        name_style = "reverse bold" if request_id == selected else ""
-        line = Text(f"{request_id[:name_width]:<{name_width}}", style=name_style)
+        name_style = "reverse bold" if request_id == selected else ""  # the table's cursor
+        line = Text()  # not Text(style=...): that would reverse the whole row
+        line.append(f"{request_id[:name_width]:<{name_width}}", style=name_style)
         line.append(" ")
         row = grid[request_id]
         for round_ in range(first, tick + 1):
             symbol, style = SYMBOLS[row[round_]] if round_ in row else (" ", "")
-            if request_id == selected:
-                style = f"{style} on grey23".strip()
             line.append(symbol, style=style)
         lines.append(line)
     shown = f"requests {ids.index(rows[0]) + 1}-{ids.index(rows[-1]) + 1} of {len(ids)}"
-    lines.append(Text(f"rounds {first}-{tick} (now t{tick}) · {shown}" if rows else ""))
+    if len(rows) == len(ids):
+        shown = f"{len(ids)} requests"
+    footer = Text(f"rounds {first}-{tick} · {shown}" if rows else "", style="bright_black")
+    footer.truncate(width, overflow="ellipsis")
+    lines.append(footer)
     return lines
 
 
@@ -136,7 +144,7 @@ def _window(ids: list[str], selected: str | None, height: int) -> list[str]:
 
 def _axis(first: int, last: int, name_width: int) -> Text:
     """A ruler over the cells: `|` every tenth round, `▼` over the current one."""
-    text = Text(f"{'round':<{name_width}} ", style="bright_black")
+    text = Text(f"{'round'[:name_width]:<{name_width}} ", style="bright_black")
     for round_ in range(first, last + 1):
         if round_ == last:
             text.append("▼", style="bold")
@@ -145,10 +153,12 @@ def _axis(first: int, last: int, name_width: int) -> Text:
     return text
 
 
-def _legend(width: int) -> list[Text]:
-    """Every state's symbol and word, on as few lines of `width` as hold them."""
+def _legend(width: int, states: set[str]) -> list[Text]:
+    """These states' symbols and words, on as few lines of `width` as hold them."""
     lines = [Text()]
     for state, symbol, style in STATES:
+        if state not in states:
+            continue
         if lines[-1].cell_len and lines[-1].cell_len + len(state) + 3 > width:
             lines.append(Text())
         lines[-1].append(symbol, style=style)

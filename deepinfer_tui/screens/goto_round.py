@@ -31,7 +31,7 @@ class GotoRoundScreen(ModalScreen[int | None]):
         with VerticalScroll(id="form", classes="dialog") as form:
             form.border_title = "Go to round"
             yield Static(f"Go to which round? This is round {self._tick}; {self._reach}.")
-            yield FormInput(value=str(self._tick), id="round", compact=True)
+            yield FormInput(value=str(self._tick), id="round-number", compact=True)
             yield FormError()
             with Horizontal(classes="buttons"):
                 yield Button("Go", variant="primary", id="go", compact=True)
@@ -39,7 +39,7 @@ class GotoRoundScreen(ModalScreen[int | None]):
         yield dialog_footer()
 
     def on_mount(self) -> None:
-        field = self.query_one("#round", Input)
+        field = self.query_one("#round-number", Input)
         field.focus()
         field.select_all()
 
@@ -47,7 +47,7 @@ class GotoRoundScreen(ModalScreen[int | None]):
     @on(Button.Pressed, "#go")
     def _go(self) -> None:
         try:
-            target = parse_int(self.query_one("#round", Input).value, "the round", minimum=0)
+            target = parse_int(self.query_one("#round-number", Input).value, "the round", minimum=0)
         except ValueError as error:
             self.query_one(FormError).show(error_message(error))
             return
