@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-
 from deepinfer_tui.metrics_view import metrics_lines, p95
 from engine import Engine, EngineConfig, TinyModel
-
-
-def plain(lines: list) -> list[str]:
-    console = Console(width=120, color_system=None)
-    with console.capture() as capture:
-        for line in lines:
-            console.print(line)
-    return capture.get().splitlines()
+from tests.app.test_round_view import plain
+from tests.app.test_timeline_view import crowded
 
 
 class Clock:
@@ -83,8 +75,6 @@ def test_p95_is_the_nearest_rank() -> None:
 
 
 def test_preemptions_and_recomputed_positions_per_request() -> None:
-    from tests.app.test_timeline_view import crowded
-
     shown = plain(metrics_lines(crowded().snapshot(), 80, "c"))
     rows = {line.split()[0]: line.split() for line in shown if line[:2] in ("a ", "b ", "c ")}
     # c was preempted three times (rounds 5, 7 and 9) holding 3, 3 and 4 stored positions; at

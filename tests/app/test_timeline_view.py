@@ -3,18 +3,9 @@ chunks a prompt, a small pool preempts a request, a cancel ends one."""
 
 from __future__ import annotations
 
-from rich.console import Console
-
 from deepinfer_tui.timeline_view import timeline_lines, timeline_states
 from engine import Engine, EngineConfig, TinyModel
-
-
-def plain(lines: list) -> list[str]:
-    console = Console(width=120, color_system=None)
-    with console.capture() as capture:
-        for line in lines:
-            console.print(line)
-    return capture.get().splitlines()
+from tests.app.test_round_view import plain
 
 
 def crowded() -> Engine:
