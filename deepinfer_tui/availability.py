@@ -116,7 +116,7 @@ def blocker(action: str, situation: Situation) -> str | None:
             return "an export is still being written"
         if situation.computing is not None:
             return situation.computing
-    if action in ("step", "toggle_run") and not situation.session.can_step():
+    if action in ("step", "toggle_run", "run_until") and not situation.session.can_step():
         return "nothing to step: every request has finished and no scenario event is due"
     if action == "undo" and not situation.session.can_undo():
         return why_no_undo(situation.tick, situation.undo_depth)

@@ -78,6 +78,13 @@ KEYS: tuple[Key, ...] = (
         show=False,
     ),
     Key(
+        "run_until",
+        "R",
+        "run until",
+        "Step until a round preempts, evicts, rejects a draft or finishes a request",
+        show=False,
+    ),
+    Key(
         "filter_kind",
         "k",
         "kind",
@@ -130,6 +137,7 @@ MUTATING = frozenset(
         "undo",
         "add_request",
         "advance_clock",
+        "run_until",
     }
 )
 REPLAY_ONLY = frozenset({"frame_forward", "frame_back"})

@@ -1,14 +1,15 @@
-"""Keys that change what the panes show, not the session: the log's filters (a request, a
-kind of event) and the request table's order and state filter. A mixin of `DebuggerApp`."""
+"""Keys that change what the panes show: the view area's view, the log's filters (a request,
+a kind of event), the request table's order and state filter; and where in time the debugger
+stands (go to round N, run until: `time_travel`). A mixin of `DebuggerApp`."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from .columns import ORDERS, STATE_FILTERS, following
-from .goto_round import go_to_round, reach
 from .log_filter import next_kind
 from .screens.goto_round import GotoRoundScreen
+from .time_travel import go_to_round, reach, run_until
 from .widgets import RequestTable
 
 if TYPE_CHECKING:
@@ -51,6 +52,9 @@ class ViewActions:
                 go_to_round(self, target)
 
         self.push_screen(GotoRoundScreen(self.view.tick, reach(self)), go)
+
+    def action_run_until(self: DebuggerApp) -> None:
+        run_until(self)
 
     def action_filter_log(self: DebuggerApp) -> None:
         self.filter_log = not self.filter_log

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from deepinfer_tui.app import DebuggerApp
-from deepinfer_tui.goto_round import FORWARD_LIMIT, frame_of_round, plan
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.screens.goto_round import GotoRoundScreen
 from deepinfer_tui.session import Session
+from deepinfer_tui.time_travel import FORWARD_LIMIT, frame_of_round, plan, stop_reason
 from tests.app.helpers import messages
 
 SIZE = (120, 40)
@@ -82,3 +82,42 @@ async def test_a_replay_goes_to_that_rounds_frame() -> None:
         await go_to(pilot, 9)
         assert replay.position == 3
         assert any("round 9 is not in this trace" in message for message in messages(app))
+
+
+STOP_KINDS = {"preempt", "evict", "block_evicted", "finished"}
+
+
+def stops(events: list) -> bool:
+    """The rounds "run until" must stop at, by the issue's words."""
+    return any(
+        e["kind"] in STOP_KINDS or (e["kind"] == "commit" and e["outcome"] == "replacement")
+        for e in events
+    )
+
+
+def test_stop_reasons_name_the_request() -> None:
+    commit = {"kind": "commit", "request_id": "a", "outcome": "replacement"}
+    assert stop_reason([commit]) == "a had a draft rejected"
+    preempt = {"kind": "preempt", "request_id": "b", "lost_positions": 3}
+    assert stop_reason([{"kind": "schedule", "request_id": None}, preempt]) == "b was preempted"
+    assert stop_reason([{**commit, "outcome": "bonus"}]) is None
+
+
+async def test_run_until_stops_at_the_first_notable_round() -> None:
+    scenario = default_scenario().with_overrides(token_budget=4, num_blocks=10, block_size=2)
+    app = DebuggerApp(Session(scenario))
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(3):
+            start = app.engine.tick
+            await pilot.press("R")
+            await pilot.pause()
+            trace = app.engine.trace
+            by_round = {
+                t: [e for e in trace if e["tick"] == t]
+                for t in range(start + 1, app.engine.tick + 1)
+            }
+            assert app.engine.tick > start and stops(by_round[app.engine.tick])
+            assert not any(stops(by_round[t]) for t in range(start + 1, app.engine.tick))
+            assert any(
+                message.startswith(f"round {app.engine.tick}: ") for message in messages(app)
+            )

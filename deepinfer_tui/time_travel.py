@@ -1,4 +1,6 @@
-"""Go to round N: live, back through undo or forward by stepping; in a replay, that frame.
+"""Moving through time. Go to round N: live, back through undo or forward by stepping; in a
+replay, that frame. Run until: step to the next round that preempts, evicts, rejects a draft
+or finishes a request.
 
 `plan` is the pure part (what it takes, or why it cannot); `go_to_round` does it through the
 session's public operations, so every round it passes is an ordinary undo or step.
@@ -81,3 +83,48 @@ def go_to_round(app: DebuggerApp, target: int) -> None:
             f"{app.computing.describe()}; go to round {target} again when it is done",
             title="Go to round",
         )
+
+
+# What "run until" stops at: the first round with one of these (a commit: a rejected draft).
+STOPS = {
+    "preempt": "{request} was preempted",
+    "evict": "the prefix cache evicted {positions} positions",
+    "block_evicted": "the prefix cache evicted block {block}",
+    "finished": "{request} finished ({finish_reason})",
+}
+
+
+def stop_reason(events: Sequence[dict[str, Any]]) -> str | None:
+    """Why a round's events stop "run until" (None: they do not), in words."""
+    for event in events:
+        kind = event.get("kind")
+        if kind == "commit" and event.get("outcome") == "replacement":
+            return f"{event['request_id']} had a draft rejected"
+        if kind in STOPS:
+            fields = {"request": event.get("request_id"), **event}
+            return STOPS[kind].format_map(_Missing(fields))
+    return None
+
+
+class _Missing(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def run_until(app: DebuggerApp) -> None:
+    """Step until a round preempts, evicts, rejects a draft or finishes a request (at most
+    FORWARD_LIMIT rounds), and say which and why."""
+    if app.auto_running:
+        app.action_toggle_run()
+    for _ in range(FORWARD_LIMIT):
+        seen = len(app.engine.trace)
+        if not app.step_once() or app.computing is not None:
+            return  # a failure (notified), or a long round now on its own thread
+        reason = stop_reason(app.engine.trace[seen:])
+        if reason is not None:
+            app.notify(f"round {app.engine.tick}: {reason}", title="Run until")
+            return
+        if not app.session.can_step():
+            app.notify(f"round {app.engine.tick}: nothing more to step", title="Run until")
+            return
+    app.notify(f"nothing notable in {FORWARD_LIMIT} rounds", title="Run until")
