@@ -125,7 +125,7 @@ def _sparkline(
 ) -> list[Text]:
     """The selected request's inter-token latencies, newest last, as bars of the largest."""
     request = next((r for r in requests if r["id"] == selected), None)
-    itl = list((request or {}).get("timing", {}).get("itl") or [])
+    itl = list(((request or {}).get("timing") or {}).get("itl") or [])
     if request is None or not itl:
         return [Text("ITL: select a request that has decoded", style="bright_black")]
     top = max(itl)

@@ -8,7 +8,7 @@ session's public operations, so every round it passes is an ordinary undo or ste
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .describe import plural
@@ -37,7 +37,7 @@ def plan(tick: int, target: int, undo_available: int, can_step: bool) -> int:
     return target - tick
 
 
-def frame_of_round(snapshots: Sequence[dict[str, Any]], target: int) -> int:
+def frame_of_round(snapshots: Sequence[Mapping[str, Any]], target: int) -> int:
     """The first replay frame at round `target` (right after that round ran)."""
     for index, snapshot in enumerate(snapshots):
         if int(snapshot.get("tick", 0)) == target:
@@ -59,7 +59,13 @@ def go_to_round(app: DebuggerApp, target: int) -> None:
     """Move the debugger to round `target`, or notify why not (nothing changes then)."""
     try:
         if app.replay is not None:
-            app.replay.seek(frame_of_round([f.snapshot for f in app.replay.frames], target))
+            replay = app.replay
+            frame = frame_of_round([f.snapshot for f in replay.frames], target)
+            # Through the replay's own stepping (all the app's protocol for it offers).
+            while replay.position != frame and (
+                replay.forward() if replay.position < frame else replay.back()
+            ):
+                pass
             app.refresh_view()
             return
         session = app.session
@@ -94,7 +100,7 @@ STOPS = {
 }
 
 
-def stop_reason(events: Sequence[dict[str, Any]]) -> str | None:
+def stop_reason(events: Sequence[Mapping[str, Any]]) -> str | None:
     """Why a round's events stop "run until" (None: they do not), in words."""
     for event in events:
         kind = event.get("kind")

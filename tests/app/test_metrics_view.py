@@ -81,3 +81,10 @@ def test_preemptions_and_recomputed_positions_per_request() -> None:
     # its readmissions the cache gave back 3, 0 and 0 of them: 0 + 3 + 4 recomputed.
     assert rows["c"][-2:] == ["3", "7"] and rows["a"][-2:] == ["0", "0"]
     assert shown[-1] == "preemptions 3 · recomputed 7 positions"
+
+
+def test_a_snapshot_without_serving_figures_shows_dashes() -> None:
+    """A trace saved before the engine had timing: nothing to show, and no crash."""
+    shown = plain(metrics_lines({"requests": [{"id": "x", "timing": None}]}, 60, "x"))
+    assert shown[2].split() == ["x", "-", "-", "-", "-", "0", "0"]
+    assert "ITL: select a request that has decoded" in shown

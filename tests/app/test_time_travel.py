@@ -79,8 +79,10 @@ async def test_a_replay_goes_to_that_rounds_frame() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await go_to(pilot, 3)
         assert replay.position == 3 and app.view.tick == 3
+        await go_to(pilot, 1)
+        assert replay.position == 1 and app.view.tick == 1  # and back
         await go_to(pilot, 9)
-        assert replay.position == 3
+        assert replay.position == 1
         assert any("round 9 is not in this trace" in message for message in messages(app))
 
 
