@@ -96,38 +96,43 @@ def timeline_lines(
     height: int,
     selected: str | None = None,
     order: Sequence[str] = (),
+    back: int = 0,
 ) -> list[Text]:
     """The view's lines for a pane `width` x `height` cells: the legend, a round axis, the
-    rows that fit (a window that holds the selected request) and a line saying what is shown."""
+    rows that fit (a window that holds the selected request) and a line saying what is shown.
+    The columns end at the newest round, or `back` rounds before it (scrolled to older ones;
+    never past round 1)."""
     if tick <= 0:
         return [Text("no round has run yet: press space to step", style="bright_black")]
     grid = timeline_states(log)
     ids = [i for i in order if i in grid] + [i for i in grid if i not in order]
     name_width = min(max((len(i) for i in ids), default=0), 12)
     columns = max(1, width - name_width - 1)
-    first = max(1, tick - columns + 1)
+    last = max(min(tick, columns), tick - max(0, back))
+    first = max(1, last - columns + 1)
     # The legend names the states on screen (all of them when they all fit): a short pane
     # keeps its rows for requests.
-    shown_states = {s for row in grid.values() for r, s in row.items() if r >= first}
+    shown_states = {s for row in grid.values() for r, s in row.items() if first <= r <= last}
     legend = _legend(width, set(SYMBOLS))
     if len(legend) + 2 + len(ids) > height:
         legend = _legend(width, shown_states)
     rows = _window(ids, selected, max(1, height - len(legend) - 2))
-    lines = [*legend, _axis(first, tick, name_width)]
+    lines = [*legend, _axis(first, last, tick, name_width)]
     for request_id in rows:
         name_style = "reverse bold" if request_id == selected else ""  # the table's cursor
         line = Text()  # not Text(style=...): that would reverse the whole row
         line.append(f"{request_id[:name_width]:<{name_width}}", style=name_style)
         line.append(" ")
         row = grid[request_id]
-        for round_ in range(first, tick + 1):
+        for round_ in range(first, last + 1):
             symbol, style = SYMBOLS[row[round_]] if round_ in row else (" ", "")
             line.append(symbol, style=style)
         lines.append(line)
     shown = f"requests {ids.index(rows[0]) + 1}-{ids.index(rows[-1]) + 1} of {len(ids)}"
     if len(rows) == len(ids):
         shown = f"{len(ids)} requests"
-    footer = Text(f"rounds {first}-{tick} · {shown}" if rows else "", style="bright_black")
+    scroll = " · ← →" if first > 1 or last < tick else ""  # the pane's keys, when focused
+    footer = Text(f"rounds {first}-{last} · {shown}{scroll}" if rows else "", style="bright_black")
     footer.truncate(width, overflow="ellipsis")
     lines.append(footer)
     return lines
@@ -142,11 +147,11 @@ def _window(ids: list[str], selected: str | None, height: int) -> list[str]:
     return ids[start : start + height]
 
 
-def _axis(first: int, last: int, name_width: int) -> Text:
+def _axis(first: int, last: int, now: int, name_width: int) -> Text:
     """A ruler over the cells: `|` every tenth round, `▼` over the current one."""
     text = Text(f"{'round'[:name_width]:<{name_width}} ", style="bright_black")
     for round_ in range(first, last + 1):
-        if round_ == last:
+        if round_ == now:
             text.append("▼", style="bold")
         else:
             text.append("|" if round_ % 10 == 0 else "·", style="bright_black")

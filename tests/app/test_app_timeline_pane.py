@@ -52,3 +52,27 @@ async def test_key_5_shows_the_metrics_of_the_selected_request() -> None:
         await pilot.press("1")
         await pilot.pause()
         assert app.query_one("#tree").display and not pane.display
+
+
+async def test_the_focused_timeline_scrolls_to_older_rounds_and_back() -> None:
+    session = Session(default_scenario().with_overrides(num_blocks=200))
+    session.submit([1, 2, 3], max_tokens=500)
+    for _ in range(60):
+        session.step()
+    app = DebuggerApp(session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3")
+        await pilot.click("#timeline")  # focus it: the arrows are its keys then
+        pane = app.query_one("#timeline")
+
+        def footer() -> str:
+            return next(line for line in shown_lines(pane) if "rounds " in line)
+
+        newest = footer()
+        assert "-60 ·" in newest and "← →" in newest
+        await pilot.press("left")
+        assert "-55 ·" in footer()  # five rounds older
+        await pilot.press("home")
+        assert "rounds 1-" in footer()
+        await pilot.press("end")
+        assert footer() == newest

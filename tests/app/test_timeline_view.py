@@ -97,3 +97,15 @@ def test_a_request_cancelled_while_queued_shows_it_in_the_round_it_followed() ->
 
 def test_before_the_first_round_the_view_says_so() -> None:
     assert plain(timeline_lines([], 0, 40, 10)) == ["no round has run yet: press space to step"]
+
+
+def test_scrolled_back_the_columns_end_earlier_but_never_before_round_1() -> None:
+    engine = crowded()  # 13 rounds; c's row is ···▒✗✗✗▒✗✗✓
+    order = ("a", "b", "c")
+    shown = plain(timeline_lines(engine.trace, engine.tick, 10, 20, "c", order, back=4))
+    rows = {line[:2]: line[2:].rstrip() for line in shown}
+    assert rows["c "] == "··▒✗✗✗▒✗"  # rounds 2-9
+    assert "▼" not in rows["r "]  # the current round is off to the right
+    assert shown[-1] == "rounds 2-…"
+    far = plain(timeline_lines(engine.trace, engine.tick, 10, 20, "c", order, back=50))
+    assert {line[:2]: line[2:].rstrip() for line in far}["c "] == "···▒✗✗✗▒"  # rounds 1-8
