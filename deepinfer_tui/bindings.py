@@ -81,7 +81,7 @@ KEYS: tuple[Key, ...] = (
         "run_until",
         "R",
         "run until",
-        "Step until a round preempts, evicts, rejects a draft or finishes a request",
+        "Run until the next preemption, eviction, rejected draft or finished request",
         show=False,
     ),
     Key(

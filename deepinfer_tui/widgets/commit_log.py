@@ -24,7 +24,7 @@ from textual.strip import Strip
 from ..describe import describe, plural
 from ..legend import CACHE_HUE
 from ..log_filter import explaining_evictions
-from ..session import log_still_holds
+from ..log_view import log_still_holds
 from .render.quiet import scrollbar_held, set_scroll_extent, set_scrollbar
 from .render.repaint_style import StyleOncePerRepaint
 from .view import Event, View

@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..legend import BLOCK_MARKS, STATUS_MARKS
+from ..log_view import log_still_holds
 from ..parsing import clip
-from ..session import log_still_holds
 from .render.quiet import update_static
 from .view import Event, View
 

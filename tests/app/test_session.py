@@ -4,8 +4,9 @@ from collections.abc import Callable
 
 import pytest
 
+from deepinfer_tui.log_view import log_still_holds
 from deepinfer_tui.scenario import default_scenario, parse_scenario
-from deepinfer_tui.session import Session, log_still_holds
+from deepinfer_tui.session import Session
 from deepinfer_tui.widgets.status import CommitTally
 from deepinfer_tui.widgets.view import View
 from engine import Engine, greedy_generate
