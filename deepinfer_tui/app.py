@@ -39,6 +39,7 @@ from .session import Session
 from .toasts import Notices, Toasts
 from .view_actions import ViewActions
 from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTable, StatusBar
+from .widgets.cache_pane import CachePane
 from .widgets.footer import KeyFooter
 from .widgets.round_pane import RoundPane
 from .widgets.status import DescriptionLine
@@ -168,6 +169,7 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
             yield BlockMap(id="blocks")
             yield DraftTree(id="tree")
             yield RoundPane(id="round")
+            yield CachePane(id="cache")
             yield CommitLog(id="log")
         yield KeyFooter({"-minor": MINOR_ACTIONS, "-secondary": SECONDARY_ACTIONS}, id="footer")
 
@@ -247,6 +249,8 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
             self.query_one(DraftTree).show(self.view, selected)
         elif self.view_area == "round":
             self.query_one(RoundPane).show(self.view)
+        elif self.view_area == "cache":
+            self.query_one(CachePane).show(self.view, selected)
         log = self.query_one(CommitLog)
         log.show(self.view, selected if self.filter_log else None, self.log_kind)
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 # The panes that take turns in the view area (beside the block map), by the key's view name.
 # A new view is one more entry here, a pane in DebuggerApp.compose and a `show_...` key.
-VIEW_PANES: dict[str, str] = {"tree": "#tree", "round": "#round"}
+VIEW_PANES: dict[str, str] = {"tree": "#tree", "round": "#round", "cache": "#cache"}
 
 
 class ViewActions:
@@ -31,6 +31,9 @@ class ViewActions:
 
     def action_show_round(self: DebuggerApp) -> None:
         self.show_view("round")
+
+    def action_show_cache(self: DebuggerApp) -> None:
+        self.show_view("cache")
 
     def action_filter_log(self: DebuggerApp) -> None:
         self.filter_log = not self.filter_log
