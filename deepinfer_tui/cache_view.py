@@ -91,7 +91,7 @@ def _ttl_lines(snapshot: Snapshot, width: int) -> list[Text]:
             _marked(mark, f"{entry['state']:<7} {plural(len(tokens), 'token')} {_span(tokens)}")
         )
         times = f"hot until {entry['hot_until']:g}s · warm until {entry['warm_until']:g}s"
-        lines.append(Text(f"  {format_blocks(entry['blocks'])} · {times}"))
+        lines.append(Text(f"└ {format_blocks(entry['blocks'])} · {times}"))
     return lines
 
 
@@ -136,7 +136,8 @@ def _queue_strip(queue: list[int], cached: set[int], width: int) -> list[Text]:
         rest = queue[len(shown) :]
         hidden = sum(block in cached for block in rest)
         lines.append(Text(f"     … {len(rest):,} more, {hidden:,} of them cached …"))
-    lines[-1].append(" tail", "bold")
+    lines[-1].append(" ")  # a run of its own: SVG renderers may drop a run's leading space
+    lines[-1].append("tail", "bold")
     return lines
 
 
@@ -153,7 +154,7 @@ def _hash_chain(request: Mapping[str, Any] | None) -> list[Text]:
         head.append(f"restore {restore['cache']}, hit {format_blocks(sorted(hits)) or 'nothing'}")
     lines = [head]
     if not blocks:
-        lines.append(Text("  holds no blocks (finished, or not admitted)", "italic"))
+        lines.append(Text("holds no blocks (finished, or not admitted)", "italic"))
     parent = "root"
     for block in blocks[:MAX_CHAIN]:
         digest = block.get("hash")
@@ -162,7 +163,7 @@ def _hash_chain(request: Mapping[str, Any] | None) -> list[Text]:
         lines.append(_marked(PREFIX_MARKS[name], f"#{block['id']:<3} {chain}"))
         parent = digest or parent
     if len(blocks) > MAX_CHAIN:
-        lines.append(Text(f"  … {len(blocks) - MAX_CHAIN} more blocks", "bright_black"))
+        lines.append(Text(f"… {len(blocks) - MAX_CHAIN} more blocks", "bright_black"))
     return lines
 
 
@@ -183,7 +184,10 @@ def _radix_lines(
     for prefix, node in nodes[:MAX_NODES]:
         matched = bool(hits & set(node["blocks"]))
         mark = PREFIX_MARKS["matched" if matched else "node"]
-        line = Text(prefix, "bright_black")
+        # Leading spaces apart from the drawing: an SVG renderer may drop a run's leading spaces.
+        indent = len(prefix) - len(prefix.lstrip(" "))
+        line = Text(prefix[:indent])
+        line.append(prefix[indent:], "bright_black")
         line.append_text(_marked(mark, _node_label(node)))
         lines.append(line)
     if len(nodes) > MAX_NODES:

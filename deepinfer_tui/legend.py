@@ -75,7 +75,7 @@ PREFIX_MARKS: dict[str, Mark] = {
     "cached": Mark("■", CACHE_HUE, "cached: a full block with its hash, computed by the request"),
     "uncached": Mark("-", "bright_black", "not cached: a partial block or one not yet stored"),
     "matched": Mark("◆", "bold green", "radix node the selected request matched at its restore"),
-    "node": Mark("○", "", "radix node: its span, blocks, lock count and last access"),
+    "node": Mark("○", "default", "radix node: its span, blocks, lock count and last access"),
     "evicted": Mark("✗", "red", "evicted this round (least recently used unlocked leaf)"),
 }
 

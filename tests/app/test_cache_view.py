@@ -7,6 +7,9 @@ from typing import Any
 from rich.console import Console
 
 from deepinfer_tui.cache_view import cache_lines
+from deepinfer_tui.export import render_document
+from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.session import Session
 from engine import Engine, EngineConfig, TinyModel
 
 
@@ -50,7 +53,7 @@ def test_ttl_lists_each_entry_with_its_state_length_blocks_and_times() -> None:
     assert shown[1] == "ttl cache: 1 entry"
     entry = engine.snapshot()["cache"][0]
     assert shown[2].startswith(f"● hot     {len(entry['tokens'])} tokens [1 2 3")
-    assert shown[3] == "  #0-#1 · hot until 1s · warm until 5s"
+    assert shown[3] == "└ #0-#1 · hot until 1s · warm until 5s"
     clock[0] = 2.0
     assert plain(cache_lines(engine.snapshot(), None, engine.trace, 80))[2].startswith("◐ warm")
     clock[0] = 5.0
@@ -132,3 +135,17 @@ def test_radix_draws_the_tree_marks_the_match_and_lists_this_rounds_evictions() 
     evicted = shown[start + 1 :]
     assert evicted[0] == f"✗ #{children[(9, 9)]['blocks'][0]} (2 positions), evicted for space"
     assert len(evicted) == 3
+
+
+def test_the_export_shows_the_prefix_cache_of_the_policy_in_use() -> None:
+    for policy, shown in (("blocks", "free queue "), ("radix", "└─○ len 4 [1 2 3 …] #0 lock 0")):
+        session = Session(default_scenario().with_overrides(cache_policy=policy))
+        for _ in range(4):
+            session.step()
+        text = render_document(session)["txt"]
+        section = text[text.index(f"Prefix cache · {policy}") : text.index("Commit log")]
+        assert shown in section, section
+    session = Session(default_scenario())  # ttl: the entries' table, as before
+    session.step()
+    text = render_document(session)["txt"]
+    assert "Prefix cache" in text and "hot until" in text
