@@ -79,3 +79,17 @@ def test_snapshot_of_the_blocks_view(snap_compare: Any) -> None:
     scenario = default_scenario().with_overrides(cache_policy="blocks")
     app = DebuggerApp(Session(scenario))
     assert snap_compare(app, terminal_size=WIDE, run_before=a_hit_under_blocks)
+
+
+async def test_the_help_screen_lists_key_2_and_the_views_marks() -> None:
+    app = DebuggerApp(Session(default_scenario()))
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("question_mark")
+        keys = "\n".join(shown_lines(app.screen.query_one("#help-keys")))
+        assert any(
+            line.strip().startswith("2") and "prefix cache" in line for line in keys.split("\n")
+        )
+        legend = str(app.screen.query_one("#help-legend").content)
+        assert "Prefix cache (key 2)" in legend
+        for words in ("free queue: a cached block", "radix node the selected request matched"):
+            assert words in legend
