@@ -37,6 +37,22 @@ def ttl_cache_entries(snapshot: Any) -> list[Any]:
     return cache if isinstance(cache, list) else []
 
 
+def cache_holdings(snapshot: Any) -> list[set[int]]:
+    """The blocks each holder in the prefix cache holds: a ttl entry, or a radix tree node
+    (the blocks policy's cached blocks are free: nobody holds them)."""
+    cache = snapshot.get("cache", [])
+    if isinstance(cache, list):
+        return [set(entry.get("blocks", ())) for entry in cache]
+    held: list[set[int]] = []
+    nodes = [cache.get("tree")] if isinstance(cache, dict) and cache.get("tree") else []
+    while nodes:
+        node = nodes.pop()
+        if node.get("blocks"):
+            held.append(set(node["blocks"]))
+        nodes.extend(node.get("children", ()))
+    return held
+
+
 def describe(event: Event) -> str:
     """The event as one line: its tick and request, then what its kind's formatter says (an
     unknown kind: just the kind)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ..describe import format_blocks, plural
+from ..describe import cache_holdings, format_blocks, plural
 from ..legend import BLOCK_MARKS
 
 Block = Mapping[str, Any]
@@ -46,8 +46,8 @@ class Holders:
             for request in self._snapshot.get("requests", []):
                 for block in request.get("blocks", ()):
                     self._requests.setdefault(block["id"], []).append(request["id"])
-            for entry in self._snapshot.get("cache", []):
-                self._cached.update(set(entry.get("blocks", ())))
+            for held in cache_holdings(self._snapshot):
+                self._cached.update(held)
         requests = self._requests.get(block_id, [])
         cached = self._cached[block_id]
         parts = requests[:3] + ([f"+{len(requests) - 3} more"] if len(requests) > 3 else [])

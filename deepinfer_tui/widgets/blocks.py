@@ -14,6 +14,7 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 
+from ..columns import schedule_state
 from ..describe import format_blocks, format_tokens, plural
 from ..legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
 from .block_rows import SLOT_FORM_MAX_SLOTS, Holders, compact_lines, wants_compact
@@ -116,7 +117,9 @@ def _heading(request: RequestView, committed: int, window: range) -> Text:
     text = Text()
     mark = status_mark(request)
     text.append(f"{request['id']} ", style="bold")
-    text.append(f"{mark.symbol} {request['status']}", style=mark.style)
+    text.append(f"{mark.symbol} {schedule_state(request)}", style=mark.style)
+    if request.get("waiting_for") and request["status"] != "finished":
+        text.append(f" ({request['waiting_for']})", style="bright_black")
     if request["status"] == "finished":  # it holds no rows and waits for no token any more
         text.append(f" · {len(request.get('generated', ()))} generated")
     else:
@@ -196,7 +199,8 @@ def _no_blocks_reason(request: RequestView, view: View) -> list[str]:
     if request["status"] == "queued":
         return ["queued: no KV blocks yet (restore or prefill happens on admission)"]
     if request["status"] == "running":  # admitted, but its first rows found no room
-        return ["running: no KV blocks yet (deferred: the pool had no room for its rows)"]
+        why = request.get("waiting_for") or "the pool had no room for its rows"
+        return [f"waiting: no KV blocks yet ({why})"]
     reason = request.get("finish_reason") or "finished"
     lines = [f"finished ({reason}): holds no KV blocks any more"]
     for entry in view.cached_prefixes_of(request):

@@ -93,7 +93,7 @@ async def test_step_advances_the_engine_and_updates_the_table_in_place() -> None
         assert cell(app, "request-1", "state").endswith("queued")
         await pilot.press("space")
         assert app.engine.tick == 1
-        assert cell(app, "request-1", "state").endswith("running")
+        assert cell(app, "request-1", "state").endswith("decoding")
         generated = len(request_view(app, "request-1")["generated"])
         assert generated > 0
         assert cell(app, "request-1", "tokens") == f"{generated}/8"

@@ -60,5 +60,9 @@ async def test_a_deferred_running_request_is_not_called_finished() -> None:
         assert request_id is not None, "the small pool defers a request"
         await tour.select(pilot, request_id)
         lines = block_lines(app)
-        assert any(line.startswith("running: no KV blocks yet (deferred") for line in lines)
+        # It says what it waits for: the free blocks the deferral named.
+        assert any(
+            line.startswith("waiting: no KV blocks yet (") and "free block" in line
+            for line in lines
+        ), lines
         assert not any(line.startswith("finished") for line in lines), lines
