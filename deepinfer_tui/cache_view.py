@@ -25,7 +25,7 @@ Snapshot = Mapping[str, Any]
 MAX_NODES = 80  # tree lines drawn; a bigger tree says how many more it has
 MAX_CHAIN = 24  # a request's blocks listed in its hash chain
 STRIP_LINES = 4  # lines of the free-queue strip; a longer queue shows its head and a count
-SPAN_TOKENS = 3  # tokens of a radix span shown before its length
+SPAN_TOKENS = 3  # tokens of a span shown (a radix span: 2 to 8, as the width allows)
 # Each policy's legend line: mark name, word.
 TTL_WORDS = {"hot": "hot", "warm": "warm", "expired": "expired"}
 BLOCKS_WORDS = {
@@ -55,16 +55,20 @@ def cache_lines(
 
 
 def _legend(words: Mapping[str, str], width: int) -> list[Text]:
-    """The marks' symbols and short words, packed into lines no wider than `width`."""
-    lines = [Text()]
+    """The marks' symbols and short words, packed into lines no wider than `width` (entries
+    two cells apart, or one if that keeps them on one line)."""
+    entries = []
     for name, word in words.items():
         mark = PREFIX_MARKS[name]
-        entry = Text(mark.symbol, mark.style)
-        entry.append(f" {word}")
-        if lines[-1] and lines[-1].cell_len + 2 + entry.cell_len > width:
+        entries.append(Text(mark.symbol, mark.style) + Text(f" {word}"))
+    tight = sum(entry.cell_len for entry in entries) + len(entries) - 1  # one cell apart
+    gap = " " if tight <= width < tight + len(entries) - 1 else "  "
+    lines = [Text()]
+    for entry in entries:
+        if lines[-1] and lines[-1].cell_len + len(gap) + entry.cell_len > width:
             lines.append(Text())
         if lines[-1]:
-            lines[-1].append("  ")
+            lines[-1].append(gap)
         lines[-1].append_text(entry)
     return lines
 
@@ -177,10 +181,10 @@ def _radix_lines(
     tree = cache.get("tree") if isinstance(cache, Mapping) else None
     lines = _legend(RADIX_WORDS, width)
     hits = set(((request or {}).get("restore") or {}).get("hit_blocks", []))
-    if request is not None:
-        lines.append(Text(f"{request['id']} matched {format_blocks(sorted(hits)) or 'nothing'}"))
     nodes = list(_walk(tree, "")) if tree else []
-    lines.append(Text(f"radix tree: {plural(len(nodes), 'node')} (lock N, @last access)", "bold"))
+    key = " · [span …] (length) blocks, lock N, @last access" if width >= 72 else ""
+    lines.append(Text(f"radix tree: {plural(len(nodes), 'node')}{key}", "bold"))
+    shown_tokens = min(8, max(2, (width - 30) // 3))
     for prefix, node in nodes[:MAX_NODES]:
         matched = bool(hits & set(node["blocks"]))
         mark = PREFIX_MARKS["matched" if matched else "node"]
@@ -188,10 +192,12 @@ def _radix_lines(
         indent = len(prefix) - len(prefix.lstrip(" "))
         line = Text(prefix[:indent])
         line.append(prefix[indent:], "bright_black")
-        line.append_text(_marked(mark, _node_label(node)))
+        line.append_text(_marked(mark, _node_label(node, shown_tokens)))
         lines.append(line)
     if len(nodes) > MAX_NODES:
         lines.append(Text(f"… {len(nodes) - MAX_NODES} more nodes", "bright_black"))
+    if request is not None:  # after the tree: a small pane shows the tree first
+        lines.append(Text(f"{request['id']} matched {format_blocks(sorted(hits)) or 'nothing'}"))
     return lines + _evictions(snapshot, log)
 
 
@@ -204,17 +210,18 @@ def _walk(node: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
         yield from _walk(child, prefix + ("  " if last else "│ "))
 
 
-def _node_label(node: Mapping[str, Any]) -> str:
+def _node_label(node: Mapping[str, Any], shown_tokens: int) -> str:
     return (
-        f"len {len(node['tokens'])} {_span(node['tokens'])} {format_blocks(node['blocks'])} "
+        f"{_span(node['tokens'], shown_tokens)} ({len(node['tokens'])}) "
+        f"{format_blocks(node['blocks'])} "
         f"lock {node['lock']} @{node['last_access']}"
     )
 
 
-def _span(tokens: Sequence[int]) -> str:
-    """A span shortened to its first few tokens: [1 2 3 …]."""
-    shown = " ".join(str(token) for token in tokens[:SPAN_TOKENS])
-    return f"[{shown} …]" if len(tokens) > SPAN_TOKENS else f"[{shown}]"
+def _span(tokens: Sequence[int], count: int = SPAN_TOKENS) -> str:
+    """A span shortened to its first `count` tokens: [1 2 3 …]."""
+    shown = " ".join(str(token) for token in tokens[:count])
+    return f"[{shown} …]" if len(tokens) > count else f"[{shown}]"
 
 
 def _evictions(snapshot: Snapshot, log: Sequence[Event]) -> list[Text]:

@@ -19,7 +19,7 @@ from tests.app.tour import WIDE, select
     [
         ("ttl", "ttl cache: 3 entries"),
         ("blocks", "free queue "),
-        ("radix", "└─○ len 4 [1 2 3 …] #0"),  # request-1's prompt [1 2 3 4], inserted at t1
+        ("radix", "└─○ [1 2 3 4] (4) #0"),  # request-1's prompt [1 2 3 4], inserted at t1
     ],
 )
 async def test_key_2_shows_the_cache_of_the_policy_in_use(policy: str, expected: str) -> None:

@@ -116,16 +116,18 @@ def test_radix_draws_the_tree_marks_the_match_and_lists_this_rounds_evictions() 
     shared = tree["children"][0]
     assert shared["tokens"] == [1, 2, 3, 4]
     hits = request["restore"]["hit_blocks"]
-    assert shown[1] == f"{third} matched #{hits[0]}-#{hits[-1]}"
-    assert shown[2] == "radix tree: 3 nodes (lock N, @last access)"
+    assert shown[1] == "radix tree: 3 nodes · [span …] (length) blocks, lock N, @last access"
     blocks = " ".join(f"#{b}" for b in shared["blocks"]).replace(" #", "-#", 1)
-    assert shown[3] == f"└─◆ len 4 [1 2 3 …] {blocks} lock 0 @{shared['last_access']}"
+    assert shown[2] == f"└─◆ [1 2 3 4] (4) {blocks} lock 0 @{shared['last_access']}"
     children = {tuple(child["tokens"]): child for child in shared["children"]}
-    lines = {line[12:18]: line for line in shown[4:6]}
+    lines = {line[6:12]: line for line in shown[3:5]}
     assert set(lines) == {"[5 6] ", "[9 9] "}
     assert lines["[5 6] "].startswith(("  ├─◆", "  └─◆"))  # matched by the third request
     assert lines["[9 9] "].startswith(("  ├─○", "  └─○"))
     assert lines["[9 9] "].endswith(f"lock 0 @{children[(9, 9)]['last_access']}")
+    assert shown[5] == f"{third} matched #{hits[0]}-#{hits[-1]}"
+    narrow = plain(cache_lines(engine.snapshot(), request, engine.trace, 26))
+    assert narrow[:2] == ["◆ matched ○ node ✗ evicted", "radix tree: 3 nodes"]  # 80x24's pane
     assert shown[-1] == f"no eviction in round t{engine.snapshot()['tick']}"
     # A long prompt needs the tree's blocks: this round's evictions are listed, oldest first.
     engine.submit([7] * 13, max_tokens=1)
@@ -138,7 +140,7 @@ def test_radix_draws_the_tree_marks_the_match_and_lists_this_rounds_evictions() 
 
 
 def test_the_export_shows_the_prefix_cache_of_the_policy_in_use() -> None:
-    for policy, shown in (("blocks", "free queue "), ("radix", "└─○ len 4 [1 2 3 …] #0 lock 0")):
+    for policy, shown in (("blocks", "free queue "), ("radix", "└─○ [1 2 3 4] (4) #0 lock 0")):
         session = Session(default_scenario().with_overrides(cache_policy=policy))
         for _ in range(4):
             session.step()
