@@ -226,7 +226,12 @@ def _span(tokens: Sequence[int], count: int = SPAN_TOKENS) -> str:
 
 def _evictions(snapshot: Snapshot, log: Sequence[Event]) -> list[Text]:
     tick = snapshot.get("tick")
-    evicted = [e for e in log if e.get("kind") == "evict" and e.get("tick") == tick]
+    evicted: list[Event] = []
+    for event in reversed(log):  # this round's events are among the log's last ones
+        if int(event.get("tick", 0)) < int(tick or 0):
+            break
+        if event.get("kind") == "evict" and event.get("tick") == tick:
+            evicted.insert(0, event)
     if not evicted:
         return [Text(f"no eviction in round t{tick}", "bright_black")]
     lines = [Text(f"evicted in round t{tick}:", "bold")]
