@@ -37,8 +37,9 @@ from .screen_limits import large_block_warning
 from .screens.help import HelpScreen, KeyHelp
 from .session import Session
 from .toasts import Notices, Toasts
-from .view_actions import ViewActions
+from .view_actions import VIEW_PANES, ViewActions
 from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTable, StatusBar
+from .widgets.cache_pane import CachePane
 from .widgets.footer import KeyFooter
 from .widgets.metrics_pane import MetricsPane
 from .widgets.round_pane import RoundPane
@@ -172,6 +173,7 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
             yield TimelinePane(id="timeline")
             yield RoundPane(id="round")
             yield MetricsPane(id="metrics")
+            yield CachePane(id="cache")
             yield CommitLog(id="log")
         yield KeyFooter({"-minor": MINOR_ACTIONS, "-secondary": SECONDARY_ACTIONS}, id="footer")
 
@@ -247,14 +249,8 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
     def _show_selection(self) -> None:
         selected = self._shown_id = self.selected_id
         self.query_one(BlockMap).show(self.view, selected)
-        if self.view_area == "tree":  # a hidden view renders when it is shown
-            self.query_one(DraftTree).show(self.view, selected)
-        elif self.view_area == "timeline":
-            self.query_one(TimelinePane).show(self.view, selected)
-        elif self.view_area == "round":
-            self.query_one(RoundPane).show(self.view)
-        elif self.view_area == "metrics":
-            self.query_one(MetricsPane).show(self.view, selected)
+        # The view area's pane that is shown (a hidden one renders when it is shown).
+        self.query_one(VIEW_PANES[self.view_area]).show(self.view, selected)  # type: ignore[attr-defined]
         log = self.query_one(CommitLog)
         log.show(self.view, selected if self.filter_log else None, self.log_kind)
 

@@ -48,6 +48,13 @@ KEYS: tuple[Key, ...] = (
     Key("filter_log", "f", "filter", "Log: only the selected request / all"),
     Key("show_tree", "1", "tree", "View area: the selected request's draft tree", show=False),
     Key(
+        "show_cache",
+        "2",
+        "cache",
+        "View area: the prefix cache of the policy in use (entries, free queue or radix tree)",
+        show=False,
+    ),
+    Key(
         "show_timeline",
         "3",
         "timeline",

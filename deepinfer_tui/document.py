@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from .cache_view import cache_lines, cache_policy
 from .columns import COLUMNS, request_cells
 from .describe import describe, format_blocks, format_tokens, plural, ttl_cache_entries
 from .legend import BLOCK_MARKS, SLOT_MARKS, VERDICT_MARKS, Mark, pool_legend
@@ -291,6 +292,16 @@ def cache_table(snapshot: dict[str, Any]) -> RenderableType:
     return table
 
 
+def prefix_cache_section(snapshot: dict[str, Any], log: list[dict[str, Any]]) -> RenderableType:
+    """The prefix cache of the policy in use: the ttl entries' table, or the screen's view of
+    the free queue (blocks) or the radix tree, as key 2 shows it with no request selected."""
+    policy = cache_policy(snapshot)
+    if policy == "ttl":
+        return cache_table(snapshot)
+    lines = cache_lines(snapshot, None, log, width=100)
+    return Group(Text(f"Prefix cache · {policy}", "bold"), *lines)
+
+
 def _cache_state(entry: dict[str, Any]) -> str:
     if entry["state"] == "expired":  # at warm_until; the next round releases its blocks
         return "expired; released next round"
@@ -313,7 +324,7 @@ def snapshot_document(snapshot: dict[str, Any], log: list[dict[str, Any]]) -> Gr
         Text(),
         request_table(snapshot),
         *(request_section(request, snapshot["tick"]) for request in snapshot["requests"]),
-        cache_table(snapshot),
+        prefix_cache_section(snapshot, log),
         Rule(f"Commit log · {len(log)} entries"),
         commit_log(log),
     )

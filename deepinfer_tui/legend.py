@@ -64,6 +64,21 @@ VERDICT_MARKS: dict[str, Mark] = {
     "extra": Mark("+", "bold cyan", "bonus / replacement token from the target"),
 }
 
+# The prefix-cache view (key 2): one mark per thing it tells apart, for each cache policy.
+PREFIX_MARKS: dict[str, Mark] = {
+    "hot": Mark("●", HOT_STYLE, "ttl entry hot: its rows reused as they are"),
+    "warm": Mark("◐", WARM_STYLE, "ttl entry warm: its encoder prefix reused, consumers replayed"),
+    "expired": Mark("○", "bright_black", "ttl entry expired: its blocks are released next round"),
+    "queued_cached": Mark("▒", CACHE_HUE, "free queue: a cached block, evicted when taken"),
+    "queued_free": Mark("·", "bright_black", "free queue: a plain free block"),
+    "hit": Mark("✓", "bold green", "hit: reused at the selected request's restore"),
+    "cached": Mark("■", CACHE_HUE, "cached: a full block with its hash, computed by the request"),
+    "uncached": Mark("-", "bright_black", "not cached: a partial block or one not yet stored"),
+    "matched": Mark("◆", "bold green", "radix node the selected request matched at its restore"),
+    "node": Mark("○", "default", "radix node: its span, blocks, lock count and last access"),
+    "evicted": Mark("✗", "red", "evicted this round (least recently used unlocked leaf)"),
+}
+
 SLOT_MARKS: dict[str, Mark] = {
     "window": Mark("‹n›", "underline", "stored slot the pending token's local attention reads"),
     "rolled_back": Mark("×", "red", "speculative slot rolled back this round"),
@@ -137,6 +152,7 @@ def full_legend(extra: tuple[tuple[str, Mapping[str, str]], ...] = ()) -> Text:
         ("Cache path", CACHE_MARKS),
         ("KV blocks", BLOCK_MARKS),
         ("Block slots", SLOT_MARKS),
+        ("Prefix cache (key 2)", PREFIX_MARKS),
         ("Draft tree", VERDICT_MARKS),
     )
     words = (*extra, ("Header", HEADER_TERMS), ("Terms", TERMS))

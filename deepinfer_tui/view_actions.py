@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 # A new view is one more entry here, a pane in DebuggerApp.compose and a `show_...` key.
 VIEW_PANES: dict[str, str] = {
     "tree": "#tree",
+    "cache": "#cache",
     "timeline": "#timeline",
     "round": "#round",
     "metrics": "#metrics",
@@ -55,6 +56,9 @@ class ViewActions:
 
     def action_run_until(self: DebuggerApp) -> None:
         run_until(self)
+
+    def action_show_cache(self: DebuggerApp) -> None:
+        self.show_view("cache")
 
     def action_filter_log(self: DebuggerApp) -> None:
         self.filter_log = not self.filter_log

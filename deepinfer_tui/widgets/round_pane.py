@@ -18,7 +18,7 @@ class RoundPane(Static, can_focus=True):
         super().__init__("", **kwargs)
         self._shown: tuple[int, int] | None = None
 
-    def show(self, view: View) -> None:
+    def show(self, view: View, request_id: str | None = None) -> None:
         event = last_schedule(view.log)
         width = max(20, self.size.width - 2)
         key = (id(event), width)
