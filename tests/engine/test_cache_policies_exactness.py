@@ -94,7 +94,7 @@ NEW_POLICIES = ("blocks", "radix")
     ("pool", "weights", "rewind"),
     [("roomy", EVERYTHING, True), ("small", NO_HISTORY, False), ("pressure", EVERYTHING, True)],
 )
-@settings(max_examples=50, **COMMON)
+@settings(max_examples=30, **COMMON)
 @given(data=st.data())
 def test_policies_keep_invariants_and_exactness_in_random_interleavings(
     pool: str, weights: dict[str, int], rewind: bool, data: st.DataObject
