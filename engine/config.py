@@ -98,23 +98,7 @@ class EngineConfig:
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
             object.__setattr__(self, name, bool(getattr(self, name)))
-        if self.num_blocks is not None:
-            object.__setattr__(self, "num_blocks", _check_int("num_blocks", self.num_blocks, 1))
-        memory = self.kv_cache_memory_mib
-        if not is_number(memory) or not math.isfinite(memory) or memory <= 0:
-            raise ValueError(
-                f"kv_cache_memory_mib must be a finite positive number, got {memory!r}"
-            )
-        object.__setattr__(self, "kv_cache_memory_mib", float(memory))
-        if (self.num_blocks or 1) * self.block_size > MAX_POOL_POSITIONS:
-            # Named here: NumPy would fail later with "Maximum allowed dimension exceeded" or
-            # an allocation error that names neither setting.
-            sizes = f"block_size = {self.block_size}"
-            if self.num_blocks is not None:
-                sizes = f"num_blocks x block_size = {self.num_blocks} x {self.block_size}"
-            raise ValueError(
-                f"{sizes} positions is more than a pool may hold ({MAX_POOL_POSITIONS})"
-            )
+        self._check_pool()
         for name in ("draft_context", "token_budget", "long_prefill_threshold"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _check_int(name, getattr(self, name), 1))
@@ -141,6 +125,27 @@ class EngineConfig:
         if self.cost_curve is not None:
             curve = validate_cost_curve(self.cost_curve, self.max_batch_tokens) or None
         object.__setattr__(self, "cost_curve", curve)
+
+    def _check_pool(self) -> None:
+        """The pool's size settings: a block count or a memory budget, within what a pool may
+        hold."""
+        if self.num_blocks is not None:
+            object.__setattr__(self, "num_blocks", _check_int("num_blocks", self.num_blocks, 1))
+        memory = self.kv_cache_memory_mib
+        if not is_number(memory) or not math.isfinite(memory) or memory <= 0:
+            raise ValueError(
+                f"kv_cache_memory_mib must be a finite positive number, got {memory!r}"
+            )
+        object.__setattr__(self, "kv_cache_memory_mib", float(memory))
+        if (self.num_blocks or 1) * self.block_size > MAX_POOL_POSITIONS:
+            # Named here: NumPy would fail later with "Maximum allowed dimension exceeded" or
+            # an allocation error that names neither setting.
+            sizes = f"block_size = {self.block_size}"
+            if self.num_blocks is not None:
+                sizes = f"num_blocks x block_size = {self.num_blocks} x {self.block_size}"
+            raise ValueError(
+                f"{sizes} positions is more than a pool may hold ({MAX_POOL_POSITIONS})"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
