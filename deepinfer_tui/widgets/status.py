@@ -189,12 +189,29 @@ def _second_line(view: View) -> list[_Piece]:
         second.append((f"{mark.symbol}{count} {name}", f"{mark.symbol}{count} {name}", mark.style))
         second.append((" ", " ", ""))
     second.append((f"of {blocks.get('total', 0)}", f"of {blocks.get('total', 0)}", ""))
+    round_rows = _budget_used(view)
+    if round_rows:
+        second.append((f" · budget {round_rows}", f" · bud {round_rows}", ""))
     acceptance = snapshot.get("acceptance")
     accept = "—" if acceptance is None else f"{acceptance:.0%}"
     second.append((f" · accept {accept}", f" · acc {accept}", ""))
     tokens = metrics.get("requests", {}).get("committed_tokens", 0)
     second.append((f" · committed {tokens} ", f" · tok {tokens} ", ""))
     return second
+
+
+def _budget_used(view: View) -> str | None:
+    """The rows the last round computed of its token budget ("17/2048"), from its `schedule`
+    event among the log's newest events (a round's events are few), if this tick ran one."""
+    log = view.log
+    for index in range(len(log) - 1, max(-1, len(log) - 400), -1):
+        event = log[index]
+        if event.get("tick") != view.tick:
+            return None
+        if event.get("kind") == "schedule":
+            budget = event.get("budget")
+            return f"{event.get('rows', 0)}/{budget if budget is not None else '∞'}"
+    return None
 
 
 def _fit(pieces: list[_Piece], width: int | None, limit: int | None = None, slack: int = 0) -> Text:

@@ -27,3 +27,14 @@ async def test_key_4_shows_the_round_and_key_1_the_tree() -> None:
         await pilot.press("1")
         await pilot.pause()
         assert app.query_one("#tree").display and not app.query_one("#round").display
+
+
+async def test_the_header_shows_the_budget_the_round_used() -> None:
+    app = DebuggerApp(Session(default_scenario().with_overrides(token_budget=5)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        header = "\n".join(shown_lines(app.query_one("#status")))
+        assert "budget" not in header  # no round has run
+        await pilot.press("space")
+        await pilot.pause()
+        header = "\n".join(shown_lines(app.query_one("#status")))
+        assert "budget 4/5" in header  # request-1's 4 prompt rows of the budget of 5
