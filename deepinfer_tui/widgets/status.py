@@ -107,6 +107,8 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
     text.append("\n")
     # The short forms leave the sparkline at least SPARK_MIN_WIDTH rounds where they can.
     line = _fit(_second_line(view), None if width is None else width - SPARK_MIN_WIDTH, width)
+    if width is not None and width - line.cell_len < SPARK_MIN_WIDTH:  # the budget goes first
+        line = _fit(_second_line(view, budget=False), width - SPARK_MIN_WIDTH, width)
     room = SPARK_WIDTH if width is None else min(SPARK_WIDTH, width - line.cell_len)
     if room > 0:
         line.append(sparkline(committed, room) or "·", style="bold green")
@@ -171,7 +173,7 @@ def _first_line(view: View) -> list[_Piece]:
     return first
 
 
-def _second_line(view: View) -> list[_Piece]:
+def _second_line(view: View, *, budget: bool = True) -> list[_Piece]:
     snapshot = view.snapshot
     metrics = snapshot.get("metrics", {})
     blocks = metrics.get("blocks", {})
@@ -189,7 +191,7 @@ def _second_line(view: View) -> list[_Piece]:
         second.append((f"{mark.symbol}{count} {name}", f"{mark.symbol}{count} {name}", mark.style))
         second.append((" ", " ", ""))
     second.append((f"of {blocks.get('total', 0)}", f"of {blocks.get('total', 0)}", ""))
-    round_rows = _budget_used(view)
+    round_rows = _budget_used(view) if budget else None
     if round_rows:
         second.append((f" · budget {round_rows}", f" · bud {round_rows}", ""))
     acceptance = snapshot.get("acceptance")
