@@ -77,3 +77,14 @@ def footer_keys(app: DebuggerApp) -> list[tuple[str, str]]:
 def generated(app: DebuggerApp, request_id: str) -> int:
     (view,) = [r for r in app.session.snapshot()["requests"] if r["id"] == request_id]
     return len(view["generated"])
+
+
+def plain(lines: list, width: int = 200) -> list[str]:
+    """Rich lines as the plain text a terminal without colour shows (one string per row)."""
+    from rich.console import Console
+
+    console = Console(width=width, color_system=None)
+    with console.capture() as capture:
+        for line in lines:
+            console.print(line)
+    return capture.get().splitlines()

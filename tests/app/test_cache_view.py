@@ -4,21 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-
 from deepinfer_tui.cache_view import cache_lines
 from deepinfer_tui.export import render_document
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.session import Session
 from engine import Engine, EngineConfig, TinyModel
-
-
-def plain(lines: list) -> list[str]:
-    console = Console(width=200, color_system=None)
-    with console.capture() as capture:
-        for line in lines:
-            console.print(line)
-    return capture.get().splitlines()
+from tests.app.helpers import plain
 
 
 def engine_with(policy: str, clock: list[float] | None = None, **config: Any) -> Engine:

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-
 from deepinfer_tui.round_view import last_schedule, round_lines
 from engine import Engine, EngineConfig, TinyModel
-
-
-def plain(lines: list) -> list[str]:
-    console = Console(width=120, color_system=None)
-    with console.capture() as capture:
-        for line in lines:
-            console.print(line)
-    return capture.get().splitlines()
+from tests.app.helpers import plain
 
 
 def test_the_round_view_splits_the_budget_by_request_and_kind() -> None:
