@@ -154,14 +154,7 @@ class Engine:
         """A request's settings as the engine keeps them: prompt, max_tokens, eos_id, priority,
         and for a sampled request its sampling (seed included: submit them back for the same
         tokens)."""
-        request = self._get(request_id)
-        return {
-            "prompt": list(request.prompt),
-            "max_tokens": request.max_tokens,
-            "eos_id": request.eos_id,
-            "priority": request.priority,
-            **request.sampling.settings(),
-        }
+        return self._get(request_id).settings()
 
     def request_ids(self) -> list[str]:
         """Every request's id, in submission order (finished ones too)."""
@@ -194,12 +187,7 @@ class Engine:
         while self.scheduler.queue and (max_steps is None or steps < max_steps):
             self.step()
             steps += 1
-        # Submission order (the order of `requests`), as vLLM's LLM.generate and the reference
-        # return them, so results pair with their prompts; step()'s events keep real order.
-        finished, delivered = set(self.scheduler.finished), self.scheduler.delivered
-        fresh = [key for key in self.requests if key in finished and key not in delivered]
-        delivered.update(fresh)
-        results = [self._result(self.requests[key]) for key in fresh]
+        results = [self._result(request) for request in self.scheduler.deliver()]
         if raise_on_error and any(r.finish_reason == "error" for r in results):
             raise RequestError(results)
         return results

@@ -97,6 +97,17 @@ class Request:
         other.confidences = list(self.confidences)
         return other
 
+    def settings(self) -> dict[str, Any]:
+        """Its settings as submitted: prompt, max_tokens, eos_id, priority, and for a sampled
+        request its sampling (seed included: submit them back for the same tokens)."""
+        return {
+            "prompt": list(self.prompt),
+            "max_tokens": self.max_tokens,
+            "eos_id": self.eos_id,
+            "priority": self.priority,
+            **self.sampling.settings(),
+        }
+
     def result(self) -> Result:
         return Result(
             self.request_id,

@@ -88,6 +88,16 @@ class Scheduler:
         request.cursors = {}
         self.finished.append(request.request_id)
 
+    def deliver(self) -> list[Request]:
+        """The finished requests not delivered before, now delivered: in submission order (the
+        order of `requests`), as vLLM's LLM.generate and the reference return them, so results
+        pair with their prompts; step()'s events keep the real order."""
+        finished = set(self.finished)
+        fresh = [r for key, r in self.requests.items() if key in finished]
+        fresh = [r for r in fresh if r.request_id not in self.delivered]
+        self.delivered.update(r.request_id for r in fresh)
+        return fresh
+
     def reopen(self, request: Request) -> Request:
         """A finished request queued again, as a copy (finished objects are shared with the
         undo history)."""
