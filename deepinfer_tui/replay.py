@@ -201,7 +201,7 @@ class Replay:
         got = events_as_of(jsonable(self.session.log()), self.trace.version)
         expected = self.trace.events
         for index, (want, have) in enumerate(zip(expected, got)):
-            if want != have:
+            if not same_value(want, have):
                 return f"event {index}: {_difference(want, have)}"
         if len(got) != len(expected):
             index = min(len(got), len(expected))
@@ -240,18 +240,40 @@ def _difference(want: dict[str, Any], have: dict[str, Any]) -> str:
 
 
 _MISSING = "(missing)"
+FLOAT_TOLERANCE = 1e-9  # relative: a probability may differ in its last bits across BLAS builds
+
+
+def same_value(want: Any, have: Any) -> bool:
+    """Equal, except that floats need only agree within FLOAT_TOLERANCE (a trace recorded on
+    one machine replays on another whose floating point rounds differently in the last bit)."""
+    if isinstance(want, float) or isinstance(have, float):
+        if (
+            isinstance(want, bool | str)
+            or isinstance(have, bool | str)
+            or want is None
+            or have is None
+        ):
+            return False
+        if not isinstance(want, int | float) or not isinstance(have, int | float):
+            return False
+        return abs(want - have) <= FLOAT_TOLERANCE * max(1.0, abs(want), abs(have))
+    if isinstance(want, dict) and isinstance(have, dict):
+        return want.keys() == have.keys() and all(same_value(want[k], have[k]) for k in want)
+    if isinstance(want, list) and isinstance(have, list):
+        return len(want) == len(have) and all(map(same_value, want, have))
+    return want == have
 
 
 def _first_difference(want: Any, have: Any, path: str) -> tuple[str, Any, Any]:
     """The path of the first differing leaf, e.g. "nodes[1].prob", and both values there."""
     if isinstance(want, dict) and isinstance(have, dict):
         for key in sorted(set(want) | set(have)):
-            if want.get(key, _MISSING) != have.get(key, _MISSING):
+            if not same_value(want.get(key, _MISSING), have.get(key, _MISSING)):
                 where = f"{path}.{key}" if path else key
                 return _first_difference(want.get(key, _MISSING), have.get(key, _MISSING), where)
     if isinstance(want, list) and isinstance(have, list):
         for index, (left, right) in enumerate(zip(want, have)):
-            if left != right:
+            if not same_value(left, right):
                 return _first_difference(left, right, f"{path}[{index}]")
         if len(want) != len(have):
             return f"{path} length", len(want), len(have)

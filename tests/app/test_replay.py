@@ -121,6 +121,17 @@ def test_a_long_tampered_event_names_the_field_in_a_short_message(
     assert f" differs at {field}" in divergence and len(divergence) < 300, divergence
 
 
+def test_a_last_bit_float_difference_still_reproduces(busy_session: Session) -> None:
+    # Another machine's BLAS may round a probability differently in its last bits.
+    data = trace_data(busy_session)
+    index = next(i for i, e in enumerate(data["events"]) if e["kind"] == "draft")
+    node = data["events"][index]["nodes"][1]
+    node["prob"] = node["prob"] * (1 + 4e-16)
+    assert Replay(parse_trace(data, "rounded.json")).reproduced
+    node["prob"] = node["prob"] * (1 + 1e-6)
+    assert "nodes[1].prob" in (Replay(parse_trace(data, "edited.json")).divergence or "")
+
+
 def test_missing_operation_diverges(busy_session: Session) -> None:
     data = trace_data(busy_session)
     data["operations"].pop()  # the final step is gone: re-execution stops short
