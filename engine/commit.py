@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .blocks import BlockManager
+from .model import is_integer
 from .request import EventLog, Request
 from .runner import Verified
 from .speculation.acceptance import accept
@@ -132,6 +133,19 @@ def _count(counters: dict[str, int], verified: Verified, accepted: int, committe
     counters["verified"] += len(verified.selected)
     counters["committed_tokens"] += committed
     counters["rolled_back_positions"] += len(verified.selected) - accepted
+
+
+def rollback_count(request: Request, tokens: object) -> int:
+    """How many tokens a rollback of `tokens` removes (clamped to those generated); a
+    ValueError if `tokens` is not a positive integer or the request cannot roll back."""
+    if not is_integer(tokens) or tokens < 1:  # type: ignore[operator]
+        raise ValueError(f"tokens must be a positive integer, got {tokens!r}")
+    if request.finish_reason in ("cancelled", "error"):
+        raise ValueError(
+            f"request {request.request_id!r} finished as {request.finish_reason}; it cannot "
+            "roll back"
+        )
+    return min(int(tokens), request.generated)  # type: ignore[call-overload]
 
 
 def roll_back(

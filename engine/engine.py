@@ -14,7 +14,7 @@ from typing import Any
 
 from .blocks import BlockManager
 from .clock import Clock
-from .commit import commit, commit_chunk, roll_back
+from .commit import commit, commit_chunk, roll_back, rollback_count
 from .config import EngineConfig, RequestError, Result, checked_models
 from .history import Checkpoint, History
 from .kv import BlockPool, pool_blocks
@@ -76,8 +76,7 @@ class Engine:
         self.scheduler.drafts = draft is not None or proposer is not None
         self.views = Views(
             cfg, self.models, self.requests, self.scheduler.queue, self.scheduler.finished,
-            self.blocks,
-            self.prefixes, self.history, self.counters,
+            self.blocks, self.prefixes, self.history, self.counters,
         )  # fmt: skip
         self.observer = self.views.observer = Observer(self.log)
         self.history.track(self.scheduler, self.prefixes, self.log, self.counters, self.views)
@@ -125,17 +124,9 @@ class Engine:
         admission under the priority policy (smaller first). A sampled request without a seed
         gets one drawn here (settings() and the `queued` event show it)."""
         request = new_request(
-            self.target,
-            self.config,
-            self.blocks.num_blocks,
-            self.requests,
-            prompt,
-            max_tokens,
-            eos_id,
-            request_id,
-            priority,
-            sampling,
-        )
+            self.target, self.config, self.blocks.num_blocks, self.requests,
+            prompt, max_tokens, eos_id, request_id, priority, sampling,
+        )  # fmt: skip
         queued_at = self.now()  # read once, before anything changes: it may raise
         self.requests[request.request_id] = request
         self.scheduler.queue.append(request.request_id)
@@ -253,14 +244,7 @@ class Engine:
         request is reopened and queued again. Cancelled or failed requests cannot roll back.
         """
         request = self._get(request_id)
-        if not is_integer(tokens) or tokens < 1:
-            raise ValueError(f"tokens must be a positive integer, got {tokens!r}")
-        tokens = int(tokens)
-        if request.finish_reason in ("cancelled", "error"):
-            raise ValueError(
-                f"request {request_id!r} finished as {request.finish_reason}; it cannot roll back"
-            )
-        count = min(tokens, request.generated)
+        count = rollback_count(request, tokens)
         removed = request.tokens[len(request.tokens) - count :] if count else []
         freed: list[int] = []
         if count:
@@ -280,8 +264,7 @@ class Engine:
             )
         checkpoint = self.history.pop()
         undone = self.trace[checkpoint.trace_length :]
-        self.history.load(checkpoint)
-        self.history.after_rewind()
+        self.history.rewind(checkpoint)
         self._clock.offset = self.observer.synthetic_offset()
         return undone
 
@@ -307,10 +290,7 @@ class Engine:
             # can land after a forward wrote non-finite rows into a model's work buffers and
             # before the round checked them: forget the buffers with the round.
             self.runner.reset_work_buffers()
-            if checkpoint is not None:
-                self.history.load(checkpoint)
-            self.history.put_back(history, wrote=self.blocks.writes != writes)
-            self.history.after_rewind()
+            self.history.rewind(checkpoint, history, wrote=self.blocks.writes != writes)
             self._clock.offset = self.observer.synthetic_offset()
             self.log.emit("step_aborted", None, error_type=type(failure).__name__)
             raise
@@ -319,7 +299,10 @@ class Engine:
     def _round(self) -> None:
         self.log.tick += 1
         now = self.now()
-        self._fail_stale_requests()  # models whose weights were replaced
+        if (stale := self.scheduler.stale()) is not None:  # a model's weights were replaced
+            for request, why in stale:
+                self._fail(request, why)
+            self.prefixes.drop_other_models()  # their keys could never match again
         self.prefixes.expire(now)
         plan = self.scheduler.admit(now)  # schedule, inside the token budget
         if not plan.batch:
@@ -368,13 +351,6 @@ class Engine:
             self._finish(request, "length", now=now)
         else:
             self.scheduler.queue.append(request.request_id)
-
-    def _fail_stale_requests(self) -> None:
-        stale = self.scheduler.stale()
-        if stale is not None:  # the models changed since the last check
-            for request, why in stale:
-                self._fail(request, why)
-            self.prefixes.drop_other_models()  # their keys could never match again
 
     def _fail(self, request: Request, error: str) -> None:
         self._finish(request, "error", error)

@@ -169,6 +169,18 @@ class History:
         self.blocks.retain_into(None if newest is None else newest.released_after)
         self.blocks.evicted_rows = None if newest is None else newest.evicted_rows
 
+    def rewind(
+        self, checkpoint: Checkpoint | None, entries: list[Checkpoint] | None = None,
+        *, wrote: bool = False,
+    ) -> None:  # fmt: skip
+        """Load `checkpoint` (if any); after an aborted round, `entries` is the history the
+        round found, put back (see `put_back`); then the retained blocks follow."""
+        if checkpoint is not None:
+            self.load(checkpoint)
+        if entries is not None:
+            self.put_back(entries, wrote=wrote)
+        self.after_rewind()
+
     def after_rewind(self) -> None:
         """After undo or an aborted round: blocks the checkpoint saw as retained for history
         that no longer exists (it was trimmed for space meanwhile) become free again."""
