@@ -80,9 +80,9 @@ DRAFT_TERMS: dict[str, str] = {
     "u.31<.78": "rejection sampling: the uniform draw u against the acceptance probability "
     "min(1, p/q); < accepted, ≥ rejected (coupled acceptance: kept when the target's sample "
     "is x, which has probability p(x))",
-    "drawn from": "after a rejection: the most likely tokens of the distribution the "
-    "replacement was drawn from, p (coupled) or the residual max(p−q,0) renormalised "
-    "(rejection), the drawn token in bold",
+    "~ p, ~ max(p−q,0)": "a sampled replacement, drawn from the target's p (coupled) or the "
+    "residual max(p−q,0) renormalised (rejection); below it that distribution's most likely "
+    "tokens, the drawn one in bold",
 }
 
 # The prefix-cache view (key 2): one mark per thing it tells apart, for each cache policy.

@@ -19,7 +19,7 @@ from .legend import VERDICT_MARKS, Mark
 
 Node = Mapping[str, Any]
 Tree = Mapping[str, Any]
-CONTEXT_SHOWN = 5  # tokens of the context shown on each side of a match before eliding
+CONTEXT_SHOWN = 3  # tokens of the context shown on each side of a match before eliding
 
 
 def probability(value: float, letter: str = "") -> str:
@@ -41,12 +41,19 @@ def is_rejection(tree: Tree) -> bool:
     return any(node.get("draw") is not None for node in tree.get("nodes", []))
 
 
-def check_text(node: Node) -> Text:
-    """A sampled node's check: p(x), and under rejection q(x) and the draw u against the
-    acceptance probability min(1, p/q) (`<`: accepted, `≥`: rejected)."""
+def numbers(node: Node, rejection: bool = False) -> Text:
+    """A node's numbers. A sampled verified node: p(x), the draft's q(x) and, under rejection,
+    the draw u against the acceptance probability min(1, p/q) (`<`: accepted, `≥`: rejected).
+    Any other node: the draft's probability q, except under rejection, whose drafts rank by
+    max(q) rather than q(x): there a node without a check shows no number."""
+    judged = node.get("verdict") in ("accepted", "rejected")
+    if not (judged and is_sampled(node)):
+        if rejection:
+            return Text()
+        return Text(probability(node["prob"], "q"), style="bright_black")
     text = Text(probability(node["p"], "p"))
-    if node.get("q") is not None:
-        text.append(f" {probability(node['q'], 'q')}")
+    q = node.get("q")
+    text.append(f" {probability(node['prob'] if q is None else q, 'q')}")  # coupled: the draft's
     if node.get("draw") is not None:
         kept = node["draw"] < node["accept_prob"]
         text.append(f" {probability(node['draw'], 'u')}")
@@ -56,21 +63,16 @@ def check_text(node: Node) -> Text:
 
 
 def node_label(node: Node, rejection: bool = False) -> Text:
-    """The pane's label of a node: mark, token, then the draft's probability q (greedy), the
-    check (a sampled verified node), the target's token at a rejection, or the word for a
-    node the target did not judge. `rejection`: the tree was verified by rejection sampling,
-    whose drafts are ranked by max(q), not q(x), so a node without a check shows no number."""
+    """The pane's label of a node: its mark, token and numbers, then the target's token at a
+    rejection, or the word for a node the target did not judge."""
     verdict = node.get("verdict") or "unverified"
     mark = verdict_mark(node)
     text = Text()
     text.append(f"{mark.symbol} ", style=mark.style)
     text.append(f"{node['token']}", style=mark.style if verdict == "unverified" else "bold")
-    judged = verdict in ("accepted", "rejected")
-    if judged and is_sampled(node):
-        text.append(" ")
-        text.append_text(check_text(node))
-    elif not rejection:
-        text.append(f" {probability(node['prob'], 'q')}", style="bright_black")
+    shown = numbers(node, rejection)
+    if shown:
+        text.append(" ").append_text(shown)
     if verdict == "rejected" and node.get("target_token") is not None:
         text.append(" target ", style=mark.style)
         text.append(f"{node['target_token']}", style="bold")
@@ -127,7 +129,7 @@ def ngram_lines(tree: Tree, context: Sequence[int]) -> list[Text]:
     head = Text(f"{mark.symbol} n-gram ", style=mark.style)
     head.append(f"[{matched}]", style=f"reverse {mark.style}")
     head.append(
-        f" at {_span(start, length)} = the last {length} ({_span(end - length, length)})",
+        f" at {_span(start, length)} = the last {length} at {_span(end - length, length)}",
         style=mark.style,
     )
     drafted = len(tree.get("nodes", [])) - 1
@@ -145,7 +147,8 @@ def _context_strip(context: Sequence[int], start: int, length: int, drafted: int
     suffix = end - length
     shown = set(range(max(0, start - CONTEXT_SHOWN), min(end, start + length + CONTEXT_SHOWN)))
     shown |= set(range(max(0, suffix - 1), end))
-    text, previous = Text("  "), -1
+    text, previous = Text(), -1
+    text.append("context ", style="bright_black")
     for position in sorted(shown):
         if position > previous + 1:
             text.append("… ", style="bright_black")
