@@ -7,11 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from textual.app import App, ComposeResult
+
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.export import export_all
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import DraftTree
+from deepinfer_tui.widgets.view import View
+from engine import Engine, EngineConfig, NgramDrafter, TinyModel
 from tests.app.tour import WIDE, select
 
 
@@ -45,7 +49,7 @@ def greedy_tree_scenario() -> Session:
     return Session(parse_scenario(data))
 
 
-def pane_labels(app: DebuggerApp) -> list[str]:
+def pane_labels(app: App[Any]) -> list[str]:
     """Every label of the draft-tree pane, depth first."""
     labels, pending = [], [app.query_one(DraftTree).root]
     while pending:
@@ -146,3 +150,31 @@ def test_the_exports_greedy_tree_draws_discarded_children_discarded(tmp_path: Pa
 
 def test_snapshot_of_a_sampled_rejection_in_the_draft_tree(snap_compare: Any) -> None:
     assert snap_compare(DebuggerApp(sampled_scenario()), terminal_size=WIDE, press=["space"] * 2)
+
+
+async def test_the_pane_highlights_the_ngram_drafters_match() -> None:
+    class TreeOnly(App[None]):
+        def compose(self) -> ComposeResult:
+            yield DraftTree()
+
+    engine = Engine(TinyModel(seed=3), NgramDrafter(1, 3), config=EngineConfig(draft_width=4))
+    request_id = engine.submit([*range(12), 5, 6], max_tokens=8)
+    app = TreeOnly()
+    async with app.run_test(size=WIDE) as pilot:
+        shown = 0
+        while not engine.idle:
+            engine.step()
+            snapshot = engine.snapshot()
+            app.query_one(DraftTree).show(View(snapshot, engine.trace), request_id)
+            await pilot.pause()
+            tree = snapshot["requests"][0]["tree"]
+            if not (tree and tree.get("ngram") and tree["round"] == engine.tick):
+                continue
+            start, length = tree["ngram"]["start"], tree["ngram"]["length"]
+            context = [*snapshot["requests"][0]["prompt"], *snapshot["requests"][0]["generated"]]
+            matched = " ".join(str(t) for t in context[start : start + length])
+            head, strip = pane_labels(app)[1:3]  # right below the root, before the nodes
+            assert head.startswith(f"≡ n-gram [{matched}] at {start}")
+            assert strip.startswith("context ") and strip.endswith(matched)
+            shown += 1
+        assert shown
