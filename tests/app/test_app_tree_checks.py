@@ -10,6 +10,7 @@ from typing import Any
 from textual.app import App, ComposeResult
 
 from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.describe import describe
 from deepinfer_tui.export import export_all
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session
@@ -133,6 +134,22 @@ def test_the_export_shows_the_checks_and_discarded_children(tmp_path: Path) -> N
         if each.get("replacement_top"):
             top = " · ".join(f"{t} {two_places(s)}" for t, s in each["replacement_top"])
             assert f"replacement {each['target_token']} drawn from max(p−q,0): {top}" in text
+
+
+def test_the_logs_verify_line_counts_the_discarded_nodes() -> None:
+    session = greedy_tree_scenario()
+    for _ in range(3):
+        session.step()
+    (event,) = [
+        e
+        for e in session.log()
+        if e["kind"] == "verify" and e["request_id"] == "request-2" and e["tick"] == 3
+    ]
+    verdicts = [n["verdict"] for n in event["nodes"]]
+    counts = {v: verdicts.count(v) for v in ("accepted", "rejected", "discarded", "unverified")}
+    assert counts["discarded"] > 0
+    words = ", ".join(f"{count} {verdict}" for verdict, count in counts.items())
+    assert describe(event) == f"t3 request-2 verify: {words}"
 
 
 def test_the_exports_greedy_tree_draws_discarded_children_discarded(tmp_path: Path) -> None:
