@@ -95,9 +95,12 @@ def _budget(event: Event) -> str:
 
 def _verify(event: Event) -> str:
     verdicts = [n["verdict"] for n in event.get("nodes", [])]
+    discarded = verdicts.count("discarded")  # verified below a rejected node
     return (
         f"verify: {verdicts.count('accepted')} accepted, "
-        f"{verdicts.count('rejected')} rejected, {verdicts.count('unverified')} unverified"
+        f"{verdicts.count('rejected')} rejected, "
+        + (f"{discarded} discarded, " if discarded else "")
+        + f"{verdicts.count('unverified')} unverified"
     )
 
 

@@ -20,16 +20,21 @@ from rich.tree import Tree
 from .cache_view import cache_lines, cache_policy
 from .columns import COLUMNS, request_cells
 from .describe import describe, format_blocks, format_tokens, plural, ttl_cache_entries
-from .legend import BLOCK_MARKS, SLOT_MARKS, VERDICT_MARKS, Mark, pool_legend
+from .legend import BLOCK_MARKS, SLOT_MARKS, Mark, pool_legend
+from .tree_view import (
+    context_of,
+    is_rejection,
+    ngram_lines,
+    numbers,
+    replacement_line,
+    replacement_source,
+    replacement_source_name,
+    verdict_mark,
+)
 
 
 def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.0f}%"
-
-
-def _probability(value: float) -> str:
-    text = f"{value:.2f}"
-    return "p" + (text[1:] if text.startswith("0") else text)
 
 
 def document_title(snapshot: dict[str, Any]) -> str:
@@ -211,21 +216,38 @@ def draft_tree(request: dict[str, Any]) -> RenderableType:
             "bold",
         )
     )
+    for line in ngram_lines(tree_data, context_of(request, tree_data)):
+        tree.add(line)
+    rejection = is_rejection(tree_data)
+    source = replacement_source(tree_data)
     branches: dict[int, Tree] = {root_node["id"]: tree}
     for node in nodes[1:]:
-        verdict = node["verdict"] or "unverified"
-        mark = VERDICT_MARKS.get(verdict, VERDICT_MARKS["unverified"])
-        label = Text(
-            f"{mark.symbol} {node['token']} {_probability(node['prob'])} {verdict}", mark.style
-        )
-        if verdict == "rejected" and node["target_token"] is not None:
-            label.append(f" (target {node['target_token']})")
         parent = branches.get(node["parent"], tree)
-        branches[node["id"]] = parent.add(label)
+        branches[node["id"]] = parent.add(_tree_label(node, rejection))
+        if node is source:  # the replacement came from its parent's distribution
+            name = replacement_source_name(rejection)
+            line = Text(f"replacement {node['target_token']} drawn from {name}: ", "cyan")
+            branches[node["id"]].add(line.append_text(replacement_line(node)))
     commit = request["last_commit"]
     if commit:
         tree.add(Text(commit_summary(commit), "italic"))
     return tree
+
+
+def _tree_label(node: dict[str, Any], rejection: bool) -> Text:
+    """'✓ 25 p.03 q.02 u.19<1.00 accepted', '(target 5)' at a rejection (the pane's numbers)."""
+    verdict = node["verdict"] or "unverified"
+    mark = verdict_mark(node)
+    label = Text(f"{mark.symbol} {node['token']} ", mark.style)
+    shown = numbers(node, rejection)
+    if shown:
+        label.append_text(shown).append(" ")
+    label.append(verdict)
+    if verdict == "discarded":
+        label.append(" (with its rejected parent)")
+    if verdict == "rejected" and node["target_token"] is not None:
+        label.append(f" (target {node['target_token']})")
+    return label
 
 
 def commit_summary(commit: dict[str, Any]) -> str:

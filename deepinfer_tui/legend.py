@@ -60,8 +60,29 @@ VERDICT_MARKS: dict[str, Mark] = {
     "root": Mark("●", "bold", "root: the pending token the round started from"),
     "accepted": Mark("✓", "bold green", "accepted: target agreed, committed"),
     "rejected": Mark("✗", "red", "rejected: target chose another token (shown)"),
+    "discarded": Mark(
+        "⊘", "dim red", "discarded: verified below a rejected node, thrown away with it (unjudged)"
+    ),
     "unverified": Mark("?", "bright_black", "unverified: outside this round's budget"),
     "extra": Mark("+", "bold cyan", "bonus / replacement token from the target"),
+    "ngram": Mark(
+        "≡",
+        "yellow",
+        "n-gram draft: the context's last n tokens matched an earlier occurrence (both in "
+        "reverse video); the draft is the tokens that followed it there (underlined)",
+    ),
+}
+# The numbers on a draft-tree node (p, q, u as in the speculative-sampling papers).
+DRAFT_TERMS: dict[str, str] = {
+    "q.42": "the draft's probability q(x) of the node's token x (the tree and the budget "
+    "rank by it); a rejection-sampled draft ranks by max q, so its unchecked nodes show none",
+    "p.42": "a sampled request's verified node: the target's probability p(x) of its token",
+    "u.31<.78": "rejection sampling: the uniform draw u against the acceptance probability "
+    "min(1, p/q); < accepted, ≥ rejected (coupled acceptance: kept when the target's sample "
+    "is x, which has probability p(x))",
+    "~ p, ~ max(p−q,0)": "a sampled replacement, drawn from the target's p (coupled) or the "
+    "residual max(p−q,0) renormalised (rejection); below it that distribution's most likely "
+    "tokens, the drawn one in bold",
 }
 
 # The prefix-cache view (key 2): one mark per thing it tells apart, for each cache policy.
@@ -155,7 +176,12 @@ def full_legend(extra: tuple[tuple[str, Mapping[str, str]], ...] = ()) -> Text:
         ("Prefix cache (key 2)", PREFIX_MARKS),
         ("Draft tree", VERDICT_MARKS),
     )
-    words = (*extra, ("Header", HEADER_TERMS), ("Terms", TERMS))
+    words = (
+        *extra,
+        ("Header", HEADER_TERMS),
+        ("Draft tree numbers", DRAFT_TERMS),
+        ("Terms", TERMS),
+    )
     for title, terms in words:
         text.append(f"{title}\n", style="bold underline")
         for term, meaning in terms.items():

@@ -16,31 +16,21 @@ from textual.widgets.tree import TreeNode
 
 from ..describe import format_tokens
 from ..legend import VERDICT_MARKS
+from ..tree_view import (
+    context_of,
+    is_rejection,
+    ngram_lines,
+    node_label,
+    replacement_line,
+    replacement_source,
+    replacement_source_name,
+)
 from .render.quiet import RefreshesHeld, refresh_rows
 from .render.repaint_style import StyleOncePerRepaint
 from .view import RequestView, View
 
 Node = Mapping[str, Any]
-
-
-def _probability(value: float) -> str:
-    # "p.42" reads faster than "p=0.42" in a narrow pane; 1.0 stays "p1.00".
-    return f"p{value:.2f}".replace("p0.", "p.")
-
-
-def node_label(node: Node) -> Text:
-    verdict = node["verdict"]
-    mark = VERDICT_MARKS.get(verdict, VERDICT_MARKS["unverified"])
-    text = Text()
-    text.append(f"{mark.symbol} ", style=mark.style)
-    text.append(f"{node['token']}", style="bold" if verdict != "unverified" else mark.style)
-    text.append(f" {_probability(node['prob'])}", style="bright_black")
-    if verdict == "rejected" and node.get("target_token") is not None:
-        text.append(" target ", style=mark.style)
-        text.append(f"{node['target_token']}", style="bold")
-    elif verdict == "unverified":
-        text.append(" unverified", style=mark.style)
-    return text
+TOP_IN_PANE = 3  # tokens of a replacement's distribution the pane lists (the export: all)
 
 
 def root_label(request: RequestView, tree: Mapping[str, Any], tick: int) -> Text:
@@ -187,12 +177,16 @@ class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=
                 break
             path_end = int(accepted[0]["id"])
         extra = extra_token(request, tree)
+        rejection = is_rejection(tree)
+        source = replacement_source(tree)
+        for line in ngram_lines(tree, context_of(request, tree)):
+            self.root.add_leaf(line)
 
         def grow(parent: TreeNode[int], node_id: int) -> None:
             for child in children.get(node_id, []):
                 kids = children.get(int(child["id"]))
                 has_extra = extra is not None and int(child["id"]) == path_end
-                label = node_label(child)
+                label = node_label(child, rejection)
                 if kids or has_extra:
                     branch = parent.add(label, data=int(child["id"]), expand=True)
                     grow(branch, int(child["id"]))
@@ -202,8 +196,14 @@ class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=
                 token, outcome = extra
                 mark = VERDICT_MARKS["extra"]
                 label = Text(f"{mark.symbol} {token} {outcome}", style=mark.style)
-                label.append(" (target)", style="bright_black")
-                parent.add_leaf(label)
+                if source is not None and outcome == "replacement":
+                    # A sampled replacement: the distribution it was drawn from, its top below.
+                    label.append(f" ~ {replacement_source_name(rejection)}", style=mark.style)
+                    drawn = parent.add(label, expand=True)
+                    drawn.add_leaf(replacement_line(source, TOP_IN_PANE))
+                else:
+                    label.append(" (target)", style="bright_black")
+                    parent.add_leaf(label)
 
         grow(self.root, int(nodes[0]["id"]))
         self.root.expand()
