@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from deepinfer_tui.export import render_exports
 from deepinfer_tui.perfetto import perfetto_trace
 from deepinfer_tui.scenario import default_scenario, parse_scenario
@@ -152,3 +155,46 @@ def test_the_same_session_gives_the_same_file() -> None:
     first = render_exports(crowded_session(), ["perfetto"])["perfetto"]
     assert render_exports(crowded_session(), ["perfetto"])["perfetto"] == first
     assert "synthetic: engine round t is drawn from (t-1)*1000 to t*1000" in first
+
+
+OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["step", "step", "cancel", "rollback", "undo", "submit", "clock"]),
+        st.integers(0, 9),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(operations=OPERATIONS)
+def test_slices_nest_on_round_boundaries_whatever_the_interleaving(
+    operations: list[tuple[str, int]],
+) -> None:
+    session = Session(parse_scenario(CROWDED))
+    for operation, number in operations:
+        requests = session.snapshot()["requests"]
+        live = [r["id"] for r in requests if r["status"] != "finished"]
+        rollable = [r["id"] for r in requests if r["can_rollback"]]
+        if operation == "step" and session.can_step():
+            session.step()
+        elif operation == "cancel" and live:
+            session.cancel(live[number % len(live)])
+        elif operation == "rollback" and rollable:
+            session.rollback(rollable[number % len(rollable)], 1)
+        elif operation == "undo" and session.can_undo():
+            session.undo()
+        elif operation == "submit":
+            session.submit([number + 1] * (number % 5 + 1), max_tokens=number % 4 + 1)
+        elif operation == "clock":
+            session.advance_clock(0.5)
+    trace = perfetto_trace(session)
+    assert well_nested(trace["traceEvents"])
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert all(s["dur"] > 0 for s in slices)
+    for request in session.snapshot()["requests"]:
+        found = intervals(trace, request["id"])
+        if found:  # none for a request cancelled in the moment it came
+            (name, first, last), *inner = found  # its life first, holding the others
+            assert name == request["id"] and last <= session.engine.tick
+            assert all(first <= low and high <= last for _, low, high in inner)
