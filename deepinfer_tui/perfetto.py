@@ -55,7 +55,7 @@ TIMING_ARGS = ("queue_time", "ttft", "prefill_time", "decode_time", "e2e")
 class Preempted:
     """A request's time without its blocks: from the round it was preempted in."""
 
-    round: int
+    since: int  # the round it was preempted in
     runs_again: int | None = None  # the next round that schedules it
     preemptions: int = 1
 
@@ -134,11 +134,11 @@ def _intervals(
         again = span.runs_again
         until = round_start(again) if again is not None else end
         args = {
-            "preempted in": f"t{span.round}",
+            "preempted in": f"t{span.since}",
             "runs again in": None if again is None else f"t{again}",
             "preemptions": span.preemptions,
         }
-        slices.append(("preempted", round_start(span.round), until, "interval", args))
+        slices.append(("preempted", round_start(span.since), until, "interval", args))
     return [
         complete(name, low, min(high, end) - low, tid, category, args)
         for name, low, high, category, args in slices
@@ -162,13 +162,13 @@ def _preemptions(log: Sequence[dict[str, Any]]) -> dict[str, list[Preempted]]:
         elif kind == "schedule":
             for part in event["requests"]:
                 spans = found.get(part["request_id"])
-                if spans and spans[-1].runs_again is None and event["tick"] > spans[-1].round:
+                if spans and spans[-1].runs_again is None and event["tick"] > spans[-1].since:
                     spans[-1].runs_again = event["tick"]
     return found
 
 
 def _life_args(request: dict[str, Any]) -> dict[str, Any]:
-    """What the request's life slice says: its end, and its timing in clock seconds."""
+    """What the request's life slice says: how it ended, and its timing in clock seconds."""
     timing = request["timing"]
     itl = timing["itl"] or []
     args: dict[str, Any] = {"status": request["status"], "finish_reason": request["finish_reason"]}
