@@ -1,7 +1,8 @@
 """The trace-snapshot document: the whole engine at one moment, as Rich renderables.
 
 Unlike the app's screen it shows everything at once: header figures, the request table, every
-request's block map and last draft tree, the prefix cache and the complete commit log. It is
+request's block map and last draft tree, the prefix cache, the timeline, the last round's
+budget, the serving metrics (those three in `document_views`) and the complete commit log. It is
 built only from a snapshot dict and the session log, so the same state always renders the same
 document. Meaning never rests on colour alone: states and verdicts also carry a symbol or word.
 """
@@ -20,6 +21,7 @@ from rich.tree import Tree
 from .cache_view import cache_lines, cache_policy
 from .columns import COLUMNS, request_cells
 from .describe import describe, format_blocks, format_tokens, plural, ttl_cache_entries
+from .document_views import view_sections
 from .legend import BLOCK_MARKS, SLOT_MARKS, Mark, pool_legend
 from .tree_view import (
     context_of,
@@ -337,7 +339,8 @@ def commit_log(log: list[dict[str, Any]]) -> RenderableType:
 
 
 def snapshot_document(snapshot: dict[str, Any], log: list[dict[str, Any]]) -> Group:
-    """Everything, in reading order: figures, requests, each request, cache, full log."""
+    """Everything, in reading order: figures, requests, each request, cache, timeline,
+    round, metrics, full log."""
     return Group(
         Rule(Text(document_title(snapshot))),  # a Text: a scenario name is not markup
         header(snapshot),
@@ -347,6 +350,7 @@ def snapshot_document(snapshot: dict[str, Any], log: list[dict[str, Any]]) -> Gr
         request_table(snapshot),
         *(request_section(request, snapshot["tick"]) for request in snapshot["requests"]),
         prefix_cache_section(snapshot, log),
+        *view_sections(snapshot, log),  # the timeline, the round, the metrics
         Rule(f"Commit log · {len(log)} entries"),
         commit_log(log),
     )

@@ -53,11 +53,17 @@ def metrics_lines(
     """The view's lines for a pane `width` cells wide."""
     serving = snapshot.get("metrics", {}).get("serving", {})
     requests = snapshot.get("requests", [])
-    lines = [_clock_line(serving, _all_zero(requests))]
-    lines += _request_table(requests, width, selected)
+    lines = [clock_line(snapshot)]
+    lines += request_table(requests, width, selected)
     lines += _sparkline(requests, width, selected)
-    lines += _engine_lines(serving)
+    lines += engine_lines(serving)
     return lines
+
+
+def clock_line(snapshot: Mapping[str, Any]) -> Text:
+    """What the times mean: the injected clock's milliseconds, synthetic ones, or none yet."""
+    serving = snapshot.get("metrics", {}).get("serving", {})
+    return _clock_line(serving, _all_zero(snapshot.get("requests", [])))
 
 
 def _clock_line(serving: Mapping[str, Any], never_moved: bool) -> Text:
@@ -76,9 +82,10 @@ def _all_zero(requests: Sequence[Mapping[str, Any]]) -> bool:
     return bool(measured) and all(t["ttft"] == 0 and not any(t.get("itl") or []) for t in measured)
 
 
-def _request_table(
-    requests: Sequence[Mapping[str, Any]], width: int, selected: str | None
+def request_table(
+    requests: Sequence[Mapping[str, Any]], width: int, selected: str | None = None
 ) -> list[Text]:
+    """A header and one line per request: the leftmost COLUMNS that fit in `width`."""
     name_width = min(max([2, *(len(r["id"]) for r in requests)]), 12)
     columns, used = [], name_width
     for column in COLUMNS:  # the leftmost columns that fit
@@ -96,7 +103,8 @@ def _request_table(
     return lines
 
 
-def _engine_lines(serving: Mapping[str, Any]) -> list[Text]:
+def engine_lines(serving: Mapping[str, Any]) -> list[Text]:
+    """The engine-wide counters of `metrics.serving`."""
     depths = serving.get("acceptance_by_depth") or []
     rates = " ".join(f"d{i + 1} {_percent(d.get('rate'))}" for i, d in enumerate(depths))
     length = serving.get("mean_acceptance_length")
@@ -125,9 +133,17 @@ def _sparkline(
 ) -> list[Text]:
     """The selected request's inter-token latencies, newest last, as bars of the largest."""
     request = next((r for r in requests if r["id"] == selected), None)
-    itl = list(((request or {}).get("timing") or {}).get("itl") or [])
-    if request is None or not itl:
+    line = itl_sparkline(request, width) if request is not None else None
+    if line is None:
         return [Text("ITL: select a request that has decoded", style="bright_black")]
+    return [line]
+
+
+def itl_sparkline(request: Mapping[str, Any], width: int) -> Text | None:
+    """The request's inter-token latencies as bars in `width` cells (None: none yet)."""
+    itl = list((request.get("timing") or {}).get("itl") or [])
+    if not itl:
+        return None
     top = max(itl)
     label = f"ITL {request['id']} (max {_ms(top)} ms) "
     shown = itl[-max(1, width - len(label)) :]
@@ -135,4 +151,4 @@ def _sparkline(
     bars = "".join(
         SPARKS[max(0, math.ceil(v / top * len(SPARKS)) - 1)] if top else SPARKS[0] for v in shown
     )
-    return [Text(label) + Text(bars, style="green")]
+    return Text(label) + Text(bars, style="green")

@@ -4,8 +4,10 @@ Built from the event log alone (no Textual here): a round's `schedule` event say
 how (prefill rows or decode/draft rows), `deferred`, `preempt` and `finished` events the rest,
 and `queued` when a request arrived. A round with nothing about a request carries its state
 on: queued stays queued, a running request that was not scheduled is waiting, a preempted one
-stays preempted until it runs again. An event between rounds (a cancel) marks the round it
-followed. Every state has a symbol as well as a colour.
+stays preempted until it runs again. A cancel between rounds T and T+1 (its event carries tick
+T) marks round T+1, the first round the request is not in: round T keeps what the request did
+in it. Until round T+1 runs, that cell is one column past the current round. Every state has a
+symbol as well as a colour.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ Grid = dict[str, dict[int, str]]  # request id -> round -> state
 
 
 def timeline_states(log: Sequence[Event]) -> Grid:
-    """Every request's state in every round it existed in, from round 1 on."""
+    """Every request's state in every round it existed in, from round 1 on (a cancel after
+    the newest round: in the round after it, see the module docstring)."""
     arrived: dict[str, int] = {}  # request id -> the first round it could run in
     said: dict[int, dict[str, str]] = {}  # round -> request id -> the state its events say
     last_tick = 0
@@ -55,20 +58,29 @@ def timeline_states(log: Sequence[Event]) -> Grid:
                 state = "prefilling" if part.get("prefill") else "decoding"
                 _say(said, tick, part["request_id"], state)
         elif kind in ("deferred", "preempt", "finished") and request_id is not None:
-            _say(said, tick, request_id, _event_state(event))
+            state = _event_state(event)
+            round_ = tick + 1 if state == "cancelled" else tick  # between rounds: the next
+            _say(said, round_, request_id, state)
     grid: Grid = {}
     for request_id, first in arrived.items():
         row: dict[int, str] = {}
         state: str | None = "queued"
-        # Cancelled between rounds before it ever could run: that cell shows it all the same.
-        early = [t for t, states in said.items() if request_id in states and t < first]
-        for tick in range(max(1, min([first, *early])), last_tick + 1):
-            state = said.get(tick, {}).get(request_id) or (CARRIED[state] if state else None)
+        for tick in range(max(1, first), last_tick + 2):
+            told = said.get(tick, {}).get(request_id)
+            if tick > last_tick and told is None:
+                break  # the round after the newest: only a cancel is there yet
+            state = told or (CARRIED[state] if state else None)
             if state is None:
                 break
             row[tick] = state
         grid[request_id] = row
     return grid
+
+
+def newest_round(grid: Grid, tick: int) -> int:
+    """The last column to draw: the current round, or the next one when a cancel after the
+    current round is drawn there."""
+    return max([tick, *(next(reversed(row)) for row in grid.values() if row)])
 
 
 def _event_state(event: Event) -> str:
@@ -105,10 +117,11 @@ def timeline_lines(
     if tick <= 0:
         return [Text("no round has run yet: press space to step", style="bright_black")]
     grid = timeline_states(log)
-    ids = [i for i in order if i in grid] + [i for i in grid if i not in order]
-    name_width = min(max((len(i) for i in ids), default=0), 12)
+    ids = ordered_ids(grid, order)
+    name_width = name_width_of(ids)
     columns = max(1, width - name_width - 1)
-    last = max(min(tick, columns), tick - max(0, back))
+    newest = newest_round(grid, tick)
+    last = max(min(newest, columns), newest - max(0, back))
     first = max(1, last - columns + 1)
     # The legend names the states on screen (all of them when they all fit): a short pane
     # keeps its rows for requests.
@@ -117,25 +130,64 @@ def timeline_lines(
     if len(legend) + 2 + len(ids) > height:
         legend = _legend(width, shown_states)
     rows = _window(ids, selected, max(1, height - len(legend) - 2))
-    lines = [*legend, _axis(first, last, tick, name_width)]
-    for request_id in rows:
-        name_style = "reverse bold" if request_id == selected else ""  # the table's cursor
-        line = Text()  # not Text(style=...): that would reverse the whole row
-        line.append(f"{request_id[:name_width]:<{name_width}}", style=name_style)
-        line.append(" ")
-        row = grid[request_id]
-        for round_ in range(first, last + 1):
-            symbol, style = SYMBOLS[row[round_]] if round_ in row else (" ", "")
-            line.append(symbol, style=style)
-        lines.append(line)
+    lines = [*legend, *timeline_rows(grid, rows, (first, last), tick, name_width, selected)]
     shown = f"requests {ids.index(rows[0]) + 1}-{ids.index(rows[-1]) + 1} of {len(ids)}"
     if len(rows) == len(ids):
         shown = f"{len(ids)} requests"
-    scroll = " · ← →" if first > 1 or last < tick else ""  # the pane's keys, when focused
+    scroll = " · ← →" if first > 1 or last < newest else ""  # the pane's keys, when focused
     footer = Text(f"rounds {first}-{last} · {shown}{scroll}" if rows else "", style="bright_black")
     footer.truncate(width, overflow="ellipsis")
     lines.append(footer)
     return lines
+
+
+def ordered_ids(grid: Grid, order: Sequence[str] = ()) -> list[str]:
+    """The grid's requests, those in `order` first (the request table's order)."""
+    return [i for i in order if i in grid] + [i for i in grid if i not in order]
+
+
+def name_width_of(ids: Sequence[str]) -> int:
+    return min(max((len(i) for i in ids), default=0), 12)
+
+
+def timeline_rows(
+    grid: Grid,
+    ids: Sequence[str],
+    rounds: tuple[int, int],
+    now: int,
+    name_width: int,
+    selected: str | None = None,
+) -> list[Text]:
+    """The round axis, then one line per id: its cells for rounds `rounds` (first, last)."""
+    first, last = rounds
+    lines = [_axis(first, last, now, name_width)]
+    for request_id in ids:
+        name_style = "reverse bold" if request_id == selected else ""  # the table's cursor
+        line = Text()  # not Text(style=...): that would reverse the whole row
+        line.append(f"{request_id[:name_width]:<{name_width}}", style=name_style)
+        line.append(" ")
+        _append_cells(line, grid[request_id], first, last)
+        lines.append(line)
+    return lines
+
+
+def _append_cells(line: Text, row: dict[int, str], first: int, last: int) -> None:
+    """A run of rounds in one state is one span: a long session's rows stay cheap to draw."""
+    run_state, run_length = None, 0
+    for round_ in range(first, last + 1):
+        state = row.get(round_)
+        if state != run_state and run_length:
+            _append_run(line, run_state, run_length)
+            run_length = 0
+        run_state = state
+        run_length += 1
+    if run_length:
+        _append_run(line, run_state, run_length)
+
+
+def _append_run(line: Text, state: str | None, length: int) -> None:
+    symbol, style = SYMBOLS[state] if state else (" ", "")
+    line.append(symbol * length, style=style)
 
 
 def _window(ids: list[str], selected: str | None, height: int) -> list[str]:
@@ -156,6 +208,11 @@ def _axis(first: int, last: int, now: int, name_width: int) -> Text:
         else:
             text.append("|" if round_ % 10 == 0 else "·", style="bright_black")
     return text
+
+
+def legend_lines(width: int, states: set[str] | None = None) -> list[Text]:
+    """The symbols and words of `states` (default: every state), in lines of `width`."""
+    return _legend(width, set(SYMBOLS) if states is None else states)
 
 
 def _legend(width: int, states: set[str]) -> list[Text]:

@@ -21,10 +21,11 @@ from .options import (
 SUMMARY = "step a scenario and write trace-snapshot files"
 DETAILS = """\
 Writes, named by scenario and tick (e.g. default-t0005.*): the trace-snapshot document
-as .svg, .html and .txt (every request, block map, draft tree and the whole commit
-log), the replayable JSON trace (.trace.json) and a Chrome trace-event file
-(.perfetto.json) for ui.perfetto.dev or chrome://tracing. Files appear whole or not
-at all."""
+as .svg, .html and .txt (every request, block map, draft tree, the prefix cache, the
+timeline, the last round's budget, the serving metrics and the whole commit log), the
+replayable JSON trace (.trace.json) and a Chrome trace-event file (.perfetto.json:
+per-request intervals and counter tracks) for ui.perfetto.dev or chrome://tracing.
+Files appear whole or not at all."""
 
 
 def add_parser(commands: Any) -> None:

@@ -75,24 +75,25 @@ def test_a_short_pane_keeps_the_selected_row_and_only_the_states_on_screen() -> 
     assert shown[-1] == "rounds 1-13 · requests 3-3 of 3"
 
 
-def test_a_cancelled_request_ends_in_a_cancelled_cell() -> None:
+def test_a_cancel_between_rounds_ends_the_row_in_the_next_rounds_cell() -> None:
     engine = Engine(TinyModel(seed=2), config=EngineConfig(token_budget=8))
     engine.submit([1, 2, 3], max_tokens=9, request_id="x")
     engine.step()
     engine.step()
     engine.cancel("x")
-    # A cancel between rounds marks the round it followed: no later round exists yet.
-    assert timeline_states(engine.trace)["x"] == {1: "prefilling", 2: "cancelled"}
+    # Round 2 keeps what x did in it; the cancel is in round 3, which has not run yet.
+    assert timeline_states(engine.trace)["x"] == {1: "prefilling", 2: "decoding", 3: "cancelled"}
 
 
-def test_a_request_cancelled_while_queued_shows_it_in_the_round_it_followed() -> None:
+def test_a_request_cancelled_while_queued_shows_it_in_the_round_it_would_have_run_in() -> None:
     engine = Engine(TinyModel(seed=2), config=EngineConfig(token_budget=8))
     engine.submit([1, 2, 3], max_tokens=4, request_id="x")
     engine.step()
     engine.submit([4, 5], max_tokens=4, request_id="y")  # between rounds 1 and 2
     engine.cancel("y")
     engine.step()
-    assert timeline_states(engine.trace)["y"] == {1: "cancelled"}
+    assert timeline_states(engine.trace)["y"] == {2: "cancelled"}
+    assert timeline_states(engine.trace)["x"][1] == "prefilling"
 
 
 def test_before_the_first_round_the_view_says_so() -> None:
