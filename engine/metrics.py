@@ -73,7 +73,8 @@ class _Request:
     finished_fallback: float | None = None  # the last reading before it, if its round has none
     preemptions: int = 0
     recomputed_positions: int = 0
-    lost: int | None = None  # positions stored when last preempted, until it is readmitted
+    lost: int | None = None  # positions stored when last preempted, until it runs again
+    reused: int = 0  # positions its latest admission restored from the cache
 
 
 class Observer:
@@ -157,17 +158,20 @@ class Observer:
         self.synthetic_seconds += event.get("synthetic_seconds", 0.0)
         for part in event["requests"]:
             request = self.requests.get(part["request_id"])
-            if request is not None and request.scheduled_round is None:
+            if request is None:
+                continue
+            if request.scheduled_round is None:
                 request.scheduled_round = tick
+            if request.lost is not None:  # runs again after a preemption
+                recomputed = max(0, request.lost - request.reused)
+                request.recomputed_positions += recomputed
+                self.recomputed_positions += recomputed
+                request.lost = None
 
     def _fold_restore(self, request: _Request, reused: int, suffix: int) -> None:
         self.prefix_query_tokens += reused + suffix
         self.prefix_hit_tokens += reused
-        if request.lost is not None:  # readmitted after a preemption
-            recomputed = max(0, request.lost - reused)
-            request.recomputed_positions += recomputed
-            self.recomputed_positions += recomputed
-            request.lost = None
+        request.reused = reused  # an admission that gives its place back is restored again
 
     def _fold_verify(self, nodes: list[dict[str, Any]]) -> None:
         for node in nodes:  # a discarded node was verified too: below a rejected one

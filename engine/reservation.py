@@ -131,22 +131,29 @@ class PoolSpace:
             self.prefixes.publish(request, self.now)
         freed = self.blocks.release_all(request, rewritten=True)
         kept = self.prefixes.cached_length(tuple(request.tokens[:-1]), self.now)
-        self.log.emit(
-            "preempt",
-            request.request_id,
-            lost_positions=lost,
-            kept_positions=kept,
-            recompute_positions=len(request.tokens) - kept,
-            freed_blocks=list(freed),
-            reason=f"pool exhausted: another request needed {counted(wanted, 'block')}; {rule}",
-        )
+        why = f"another request needed {counted(wanted, 'block')}; {rule}"
+        if request.admitted > self.scheduler.admissions_before_round:
+            # Admitted this round, it has not run: it goes back to waiting, as vLLM leaves a
+            # new request unscheduled when the running ones took the space (no preemption).
+            request.waiting_for = f"free blocks: it gave its place back ({why})"
+            self.log.emit("deferred", request.request_id, reason=f"gave its place back: {why}")
+        else:
+            self.log.emit(
+                "preempt",
+                request.request_id,
+                lost_positions=lost,
+                kept_positions=kept,
+                recompute_positions=len(request.tokens) - kept,
+                freed_blocks=list(freed),
+                reason=f"pool exhausted: {why}",
+            )
+            request.preemptions += 1
+            self.counters["preemptions"] += 1
         request.cursors = {}
         request.admitted = 0
         request.needs_blocks = 0
         request.restore = None  # it holds no rows: the next admission restores afresh
         request.status = Status.QUEUED
-        request.preemptions += 1
-        self.counters["preemptions"] += 1
         if request.request_id in self.scheduler.queue:
             self.scheduler.queue.remove(request.request_id)
         self.scheduler.queue.appendleft(request.request_id)

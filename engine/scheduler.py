@@ -67,6 +67,7 @@ class Scheduler:
         self.requests: dict[str, Request] = {}
         self.queue: deque[str] = deque()  # every unfinished request, between rounds
         self.admissions = 0
+        self.admissions_before_round = 0
         self.finished: list[str] = []  # finish order, for run()'s delivery
         self.delivered: set[str] = set()  # results run() or generate() returned
         # The models' identities at the last check for replaced weights (None: check again).
@@ -198,6 +199,7 @@ class Scheduler:
         """This round's batch, each request's rows inside the token budget; the batch leaves
         the queue, everyone else keeps their place."""
         self.now = now
+        self.admissions_before_round = self.admissions  # later numbers: admitted this round
         cfg = self.config
         left = UNBOUNDED if cfg.token_budget is None else cfg.token_budget
         walked = self._walk()

@@ -40,9 +40,13 @@ def test_each_round_shows_what_the_request_did_in_it() -> None:
     assert all(grid["c"][t] == "queued" for t in range(1, first_run))
     preempted = kinds(engine, "c", "preempt")
     assert len(preempted) >= 2 and all(grid["c"][t] == "preempted" for t in preempted)
-    # ... and stays preempted in the rounds between a preemption and its readmission.
+    # ... and stays preempted in the rounds between a preemption and its readmission, but in a
+    # round where it was admitted and gave its place back before running: waiting.
     readmitted = min(t for t in kinds(engine, "c", "prefill") if t > preempted[0])
-    assert all(grid["c"][t] == "preempted" for t in range(preempted[0], readmitted))
+    gave_back = [t for t in kinds(engine, "c", "deferred") if preempted[0] < t < readmitted]
+    assert gave_back and all(grid["c"][t] == "waiting" for t in gave_back)
+    between = set(range(preempted[0], readmitted)) - set(gave_back)
+    assert all(grid["c"][t] == "preempted" for t in between)
 
 
 def test_the_lines_draw_one_symbol_per_round() -> None:
@@ -52,7 +56,7 @@ def test_the_lines_draw_one_symbol_per_round() -> None:
     assert "· queued" in shown[0] and "✗ preempted" in legend and "⊘ cancelled" in shown[1]
     rows = {line[:2].strip(): line[2:] for line in shown if line[:2] in ("a ", "b ", "c ")}
     assert rows["a"].rstrip() == "▒▒██~██✓"  # rounds 1-8, hand-read from the trace
-    assert rows["c"].rstrip() == "···▒✗✗✗▒✗✗✓"
+    assert rows["c"].rstrip() == "···▒✗✗~▒✗✗✓"
     assert rows["b"].rstrip().endswith("✓") and len(rows["b"].rstrip()) == engine.tick
     assert shown[-1] == f"rounds 1-{engine.tick} · 3 requests"
 
@@ -62,7 +66,7 @@ def test_a_narrow_pane_shows_the_newest_rounds() -> None:
     assert engine.tick == 13
     shown = plain(timeline_lines(engine.trace, engine.tick, 10, 20, "c", ("a", "b", "c")))
     rows = {line[:2]: line[2:].rstrip() for line in shown}
-    assert rows["c "] == "✗✗▒✗✗✓"  # rounds 6-13 of c's ···▒✗✗✗▒✗✗✓
+    assert rows["c "] == "✗~▒✗✗✓"  # rounds 6-13 of c's ···▒✗✗~▒✗✗✓
     assert rows["r "] == "····|··▼"  # round 10 ruled, the current round (13) marked
     assert shown[-1] == "rounds 6-…"  # cut to the pane's 10 cells
 
@@ -101,12 +105,12 @@ def test_before_the_first_round_the_view_says_so() -> None:
 
 
 def test_scrolled_back_the_columns_end_earlier_but_never_before_round_1() -> None:
-    engine = crowded()  # 13 rounds; c's row is ···▒✗✗✗▒✗✗✓
+    engine = crowded()  # 13 rounds; c's row is ···▒✗✗~▒✗✗✓
     order = ("a", "b", "c")
     shown = plain(timeline_lines(engine.trace, engine.tick, 10, 20, "c", order, back=4))
     rows = {line[:2]: line[2:].rstrip() for line in shown}
-    assert rows["c "] == "··▒✗✗✗▒✗"  # rounds 2-9
+    assert rows["c "] == "··▒✗✗~▒✗"  # rounds 2-9
     assert "▼" not in rows["r "]  # the current round is off to the right
     assert shown[-1] == "rounds 2-…"
     far = plain(timeline_lines(engine.trace, engine.tick, 10, 20, "c", order, back=50))
-    assert {line[:2]: line[2:].rstrip() for line in far}["c "] == "···▒✗✗✗▒"  # rounds 1-8
+    assert {line[:2]: line[2:].rstrip() for line in far}["c "] == "···▒✗✗~▒"  # rounds 1-8

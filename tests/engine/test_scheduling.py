@@ -211,6 +211,42 @@ def test_a_preempted_request_restores_what_the_cache_kept_of_its_prefix() -> Non
     check_all_finished(engine)
 
 
+def test_a_request_admitted_and_squeezed_out_in_one_round_is_not_preempted() -> None:
+    # As vLLM schedules the running requests before new ones and leaves a new request waiting
+    # when they took the space, a request admitted in the round whose room it then gives back
+    # never ran: it waits ("deferred"), it is not preempted, and its tokens stay the oracle's.
+    engine = Engine(
+        TinyModel(seed=2), config=EngineConfig(token_budget=6, block_size=4, num_blocks=8)
+    )
+    engine.submit(list(range(1, 11)), max_tokens=6, request_id="a")
+    engine.submit([3] * 9, max_tokens=8, request_id="b")
+    engine.submit([5] * 3, max_tokens=3, request_id="c")
+    events = run_checked(engine)
+    of_c = [e for e in events if e["request_id"] == "c"]
+    admitted = {e["tick"] for e in of_c if e["kind"] == "restore"}
+    ran = {
+        e["tick"]
+        for e in events
+        if e["kind"] == "schedule" and any(p["request_id"] == "c" for p in e["requests"])
+    }
+    gave_back = [
+        e for e in of_c if e["kind"] == "deferred" and "gave its place back" in e["reason"]
+    ]
+    assert gave_back, "the crafted pool squeezes c out in a round that admitted it"
+    for event in gave_back:
+        assert event["tick"] in admitted and event["tick"] not in ran
+        assert "fcfs: c was the most recently admitted" in event["reason"]
+    preempted = [e["tick"] for e in of_c if e["kind"] == "preempt"]
+    # Every preemption took a request that had run since its last admission.
+    for tick in preempted:
+        last_admission = max(t for t in admitted if t < tick)
+        assert any(last_admission <= t < tick for t in ran)
+    view = next(v for v in engine.snapshot()["requests"] if v["id"] == "c")
+    assert preempted and view["preemptions"] == len(preempted)
+    serving = engine.metrics()["serving"]
+    assert serving["preemptions"] == engine.metrics()["requests"]["preemptions"] == len(preempted)
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
