@@ -1,10 +1,12 @@
-"""The add-request form: prompt token ids, max tokens and an optional EOS id."""
+"""The add-request form: prompt token ids, max tokens, an optional EOS id, the sampling
+settings (temperature, top-k, top-p, seed) and the priority."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -13,18 +15,46 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from engine import SamplingParams
+
 from ..describe import error_message
-from ..parsing import eos_problem, parse_int, parse_optional_int, parse_tokens
+from ..parsing import eos_problem, parse_int, parse_number, parse_optional_int, parse_tokens
 from .form import FormError, FormInput, dialog_footer
 
-# Called with (prompt, max_tokens, eos_id); returns the new request id or raises ValueError.
-Submit = Callable[[list[int], int, int | None], str]
+
+@dataclass(frozen=True)
+class NewRequest:
+    """What the form asks for, as the session's submit takes it."""
+
+    prompt: list[int]
+    max_tokens: int = 8
+    eos_id: int | None = None
+    priority: int = 0
+    sampling: dict[str, Any] | None = None  # SamplingParams' fields; None: greedy
+
+
+# Called with the form's request; returns the new request id or raises ValueError.
+Submit = Callable[[NewRequest], str]
 _ENGINE_INDEX = re.compile(r"\bprompt\[(\d+)\]")
 
 
 def counted_from_one(message: str) -> str:
     """The form counts tokens from 1 (`token 3`); the engine indexes them (`prompt[2]`)."""
     return _ENGINE_INDEX.sub(lambda match: f"token {int(match[1]) + 1}", message)
+
+
+# (SamplingParams' field, its label, placeholder); a field's id is its name, hyphenated.
+_SAMPLING_FIELDS = (
+    ("temperature", "Temperature (0: greedy)", "0"),
+    ("top_k", "Top-k (0: every token)", "0"),
+    ("top_p", "Top-p (nucleus mass in (0, 1])", "1"),
+    ("seed", "Seed (empty: drawn by the engine)", "drawn"),
+)
+_DECIMAL_FIELDS = ("temperature", "top_p")
+
+
+def _field_id(key: str) -> str:
+    return key.replace("_", "-")
 
 
 class AddRequestScreen(ModalScreen[str | None]):
@@ -55,6 +85,15 @@ class AddRequestScreen(ModalScreen[str | None]):
             yield FormInput(value="8", id="max-tokens", compact=True)
             yield Label("EOS token id (optional)")
             yield FormInput(placeholder="none", id="eos", compact=True)
+            yield Static(
+                "Sampling: an empty field takes the default (temperature 0 is greedy; a "
+                "sampled request left without a seed gets one drawn).",
+            )
+            for key, label, placeholder in _SAMPLING_FIELDS:
+                yield Label(label)
+                yield FormInput(placeholder=placeholder, id=_field_id(key), compact=True)
+            yield Label("Priority (smaller first under the priority policy)")
+            yield FormInput(placeholder="0", id="priority", compact=True)
             yield FormError()
             with Horizontal(classes="buttons"):
                 yield Button("Add", variant="primary", id="add", compact=True)
@@ -76,13 +115,13 @@ class AddRequestScreen(ModalScreen[str | None]):
     @on(Button.Pressed, "#add")
     def _add(self) -> None:
         try:
-            request_id = self._submit(*self._read_form())
+            request_id = self._submit(self._read_form())
         except (ValueError, KeyError) as error:
             self.query_one(FormError).show(counted_from_one(error_message(error)))
             return
         self.dismiss(request_id)
 
-    def _read_form(self) -> tuple[list[int], int, int | None]:
+    def _read_form(self) -> NewRequest:
         """The fields as the engine takes them; a ValueError in the form's own words."""
         try:
             prompt = parse_tokens(self.query_one("#prompt", Input).value)
@@ -95,7 +134,22 @@ class AddRequestScreen(ModalScreen[str | None]):
         problem = eos_problem(eos_id, self._vocab_size)
         if problem:
             raise ValueError(problem)
-        return prompt, max_tokens, eos_id
+        text = self.query_one("#priority", Input).value
+        priority = parse_int(text, "priority") if text.strip() else 0
+        return NewRequest(prompt, max_tokens, eos_id, priority, self._read_sampling())
+
+    def _read_sampling(self) -> dict[str, Any] | None:
+        """The sampling fields given, checked by SamplingParams (None: all empty, greedy)."""
+        given: dict[str, Any] = {}
+        for key, _, _ in _SAMPLING_FIELDS:
+            text = self.query_one(f"#{_field_id(key)}", Input).value
+            if not text.strip():
+                continue
+            parse = parse_number if key in _DECIMAL_FIELDS else parse_int
+            given[key] = parse(text, key)
+        if not given:
+            return None
+        return SamplingParams(**given).to_dict()  # its own ValueError names the field
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
