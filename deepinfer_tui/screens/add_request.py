@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
@@ -47,14 +47,20 @@ def counted_from_one(message: str) -> str:
 _SAMPLING_FIELDS = (
     ("temperature", "Temperature (0: greedy)", "0"),
     ("top_k", "Top-k (0: every token)", "0"),
-    ("top_p", "Top-p (nucleus mass in (0, 1])", "1"),
-    ("seed", "Seed (empty: drawn by the engine)", "drawn"),
+    ("top_p", "Top-p, in (0, 1]", "1"),
+    ("seed", "Seed", "drawn by the engine"),
 )
 _DECIMAL_FIELDS = ("temperature", "top_p")
 
 
 def _field_id(key: str) -> str:
     return key.replace("_", "-")
+
+
+def _field(label: str, field_id: str, *, value: str = "", placeholder: str = "") -> Vertical:
+    """A label over its input, half a row wide."""
+    field = FormInput(value=value, placeholder=placeholder, id=field_id, compact=True)
+    return Vertical(Label(label), field, classes="field")
 
 
 class AddRequestScreen(ModalScreen[str | None]):
@@ -81,19 +87,19 @@ class AddRequestScreen(ModalScreen[str | None]):
             )
             yield Label("Prompt")
             yield FormInput(placeholder="1,2,3", id="prompt", compact=True)
-            yield Label("Max new tokens")
-            yield FormInput(value="8", id="max-tokens", compact=True)
-            yield Label("EOS token id (optional)")
-            yield FormInput(placeholder="none", id="eos", compact=True)
-            yield Static(
-                "Sampling: an empty field takes the default (temperature 0 is greedy; a "
-                "sampled request left without a seed gets one drawn).",
-            )
-            for key, label, placeholder in _SAMPLING_FIELDS:
-                yield Label(label)
-                yield FormInput(placeholder=placeholder, id=_field_id(key), compact=True)
-            yield Label("Priority (smaller first under the priority policy)")
-            yield FormInput(placeholder="0", id="priority", compact=True)
+            # Two fields a row, in tab order: the whole form fits an 80x24 screen.
+            with Horizontal(classes="field-pair"):
+                yield _field("Max new tokens", "max-tokens", value="8")
+                yield _field("EOS token id (optional)", "eos", placeholder="none")
+            yield Static("Sampling and priority: an empty field takes its default.")
+            fields = [
+                _field(label, _field_id(key), placeholder=shown)
+                for key, label, shown in _SAMPLING_FIELDS
+            ]
+            fields.append(_field("Priority (smaller: first)", "priority", placeholder="0"))
+            for pair in (fields[:2], fields[2:4], fields[4:]):
+                with Horizontal(classes="field-pair"):
+                    yield from pair
             yield FormError()
             with Horizontal(classes="buttons"):
                 yield Button("Add", variant="primary", id="add", compact=True)
@@ -117,7 +123,9 @@ class AddRequestScreen(ModalScreen[str | None]):
         try:
             request_id = self._submit(self._read_form())
         except (ValueError, KeyError) as error:
-            self.query_one(FormError).show(counted_from_one(error_message(error)))
+            refusal = self.query_one(FormError)
+            refusal.show(counted_from_one(error_message(error)))
+            refusal.scroll_visible(animate=False)  # below the fields: a small screen scrolls
             return
         self.dismiss(request_id)
 

@@ -11,6 +11,7 @@ from textual.widgets import Input
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.replay import Replay
 from deepinfer_tui.screens.add_request import AddRequestScreen
+from deepinfer_tui.screens.form import FormError
 from deepinfer_tui.tracefile import parse_trace, trace_data
 from deepinfer_tui.widgets import RequestTable
 
@@ -150,3 +151,16 @@ async def test_a_bad_sampling_or_priority_value_is_refused_in_the_form(
         assert app.session.snapshot() == before and app.session.operations == operations
         await pilot.press("1")  # an edit (in the priority field) may fix it: the error goes
         assert screen.error == ""
+
+
+async def test_a_refusal_in_a_small_terminal_is_scrolled_into_view() -> None:
+    app = make_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await fill(pilot, "1,2", temperature="1", seed="-3")  # tabs on to the priority field
+        await pilot.press("enter")
+        screen = app.screen
+        assert isinstance(screen, AddRequestScreen)
+        error = screen.query_one(FormError)
+        assert "seed must be None or an integer" in screen.error
+        dialog = screen.query_one("#form").region
+        assert error.region.height and dialog.contains_region(error.region)
