@@ -143,3 +143,20 @@ def test_ngram_sizes_without_an_ngram_draft_are_refused() -> None:
         default_scenario().with_overrides(ngram_min=2)
     with pytest.raises(ScenarioError, match="max_n \\(2\\) must be at least min_n \\(3\\)"):
         default_scenario().with_overrides(draft="ngram", ngram_min=3, ngram_max=2)
+
+
+def test_the_session_snapshot_says_who_drafts() -> None:
+    """The engine's `models` has no draft for n-gram drafting or for none: the session's
+    part of the snapshot tells them apart."""
+    ngram = Session(parse_scenario(ngram_scenario(), "n.json")).snapshot()
+    assert ngram["session"]["draft"] == {"kind": "ngram", "min_n": 1, "max_n": 3}
+    assert "draft" not in ngram["models"]
+    assert (
+        Session(default_scenario().with_overrides(greedy=True)).snapshot()["session"]["draft"]
+        is None
+    )
+    assert Session(default_scenario()).snapshot()["session"]["draft"] == {
+        "depth": 1,
+        "noise": 0.1,
+        "seed": 8,
+    }
