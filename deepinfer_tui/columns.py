@@ -33,27 +33,31 @@ COLUMNS: tuple[Column, ...] = (
         "its state: queued, prefill done/total (prompt rows computed), decoding, waits N blk "
         "(free blocks) or budget (the token budget), preempted, finished; ↺N: preempted N times",
     ),
-    Column("prompt", "prompt", "prompt length in tokens", drop=7),
+    Column("prompt", "prompt", "prompt length in tokens", drop=8),
     Column(
         "cache",
         "cache",
         "how its prompt was restored: hot4 / warm4 = 4 positions reused, cold = none; "
         "— = not admitted yet",
-        drop=5,
+        drop=6,
     ),
-    Column("tokens", "out/max", "tokens generated / max tokens", drop=6),
-    Column("drafts", "acc/prop", "draft tokens accepted / proposed", drop=3),
-    Column("blocks", "blk", "KV blocks it holds", drop=4),
+    Column("tokens", "out/max", "tokens generated / max tokens", drop=7),
+    Column("drafts", "acc/prop", "draft tokens accepted / proposed", drop=4),
+    Column("blocks", "blk", "KV blocks it holds", drop=5),
     # Shown nowhere else, but fixed at submit: it gives way before the counts that move.
     Column(
         "sampling",
         "sampling",
         "how it chooses tokens: greedy (the argmax), or T temperature, k top-k, p top-p, "
         "s seed, e.g. T0.8 k20 p0.9 s123 (a setting at its default is left out)",
-        drop=2,
+        drop=3,
+    ),
+    # It orders admission only under the priority policy: the first to give way.
+    Column(
+        "priority", "pri", "its priority: the smaller is admitted first (priority policy)", drop=1
     ),
     # The state's mark already tells ✓ from ✗.
-    Column("finish", "finish", "why it finished: length, stop (EOS), cancelled, error", drop=1),
+    Column("finish", "finish", "why it finished: length, stop (EOS), cancelled, error", drop=2),
 )
 
 Cell = tuple[str, str]  # (text, style): compared to skip cells that did not change
@@ -133,5 +137,6 @@ def request_cells(request: Mapping[str, Any]) -> tuple[Cell, ...]:
         (f"{request.get('accepted', 0)}/{request.get('proposed', 0)}", ""),
         (str(len(request.get("blocks", []))), ""),
         sampling,
+        (str(request.get("priority", 0)), ""),
         (finish, mark.style if finish else ""),
     )

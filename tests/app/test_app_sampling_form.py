@@ -55,6 +55,7 @@ async def test_the_form_submits_the_sampling_and_priority_typed_into_it() -> Non
         assert request["priority"] == 3
         table = app.query_one(RequestTable)
         assert table.get_cell(request["id"], "sampling").plain == "T0.8 k20 p0.9 s123"
+        assert table.get_cell(request["id"], "priority").plain == "3"
         # The session records what the engine took, so a trace submits the same again.
         submit = app.session.operations[-1]
         assert submit["op"] == "submit" and submit["priority"] == 3

@@ -55,7 +55,14 @@ def test_a_view_without_sampling_reads_greedy() -> None:
 def test_sampling_gives_way_after_finish_and_before_the_counts_that_move() -> None:
     drop = {column.key: column.drop for column in COLUMNS}
     assert drop["id"] == drop["state"] == 0  # always shown
-    assert drop["finish"] < drop["sampling"] < min(drop["drafts"], drop["blocks"])
+    assert drop["priority"] < drop["finish"] < drop["sampling"]
+    assert drop["sampling"] < min(drop["drafts"], drop["blocks"])
+
+
+def test_the_priority_cell_is_the_views_priority() -> None:
+    cells = request_cells({**view(None), "priority": -3})
+    assert cells[KEYS.index("priority")] == ("-3", "")
+    assert request_cells(view(None))[KEYS.index("priority")][0] == "0"
 
 
 def test_the_export_shows_the_sampling_column() -> None:
