@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from engine import SamplingParams
+
 from .legend import CACHE_MARKS, status_mark
 
 
@@ -31,19 +33,31 @@ COLUMNS: tuple[Column, ...] = (
         "its state: queued, prefill done/total (prompt rows computed), decoding, waits N blk "
         "(free blocks) or budget (the token budget), preempted, finished; ↺N: preempted N times",
     ),
-    Column("prompt", "prompt", "prompt length in tokens", drop=6),
+    Column("prompt", "prompt", "prompt length in tokens", drop=8),
     Column(
         "cache",
         "cache",
         "how its prompt was restored: hot4 / warm4 = 4 positions reused, cold = none; "
         "— = not admitted yet",
-        drop=4,
+        drop=6,
     ),
-    Column("tokens", "out/max", "tokens generated / max tokens", drop=5),
-    Column("drafts", "acc/prop", "draft tokens accepted / proposed", drop=2),
-    Column("blocks", "blk", "KV blocks it holds", drop=3),
+    Column("tokens", "out/max", "tokens generated / max tokens", drop=7),
+    Column("drafts", "acc/prop", "draft tokens accepted / proposed", drop=4),
+    Column("blocks", "blk", "KV blocks it holds", drop=5),
+    # Shown nowhere else, but fixed at submit: it gives way before the counts that move.
+    Column(
+        "sampling",
+        "sampling",
+        "how it chooses tokens: greedy (the argmax), or T temperature, k top-k, p top-p, "
+        "s seed, e.g. T0.8 k20 p0.9 s123 (a setting at its default is left out)",
+        drop=3,
+    ),
+    # It orders admission only under the priority policy: the first to give way.
+    Column(
+        "priority", "pri", "its priority: the smaller is admitted first (priority policy)", drop=1
+    ),
     # The state's mark already tells ✓ from ✗.
-    Column("finish", "finish", "why it finished: length, stop (EOS), cancelled, error", drop=1),
+    Column("finish", "finish", "why it finished: length, stop (EOS), cancelled, error", drop=2),
 )
 
 Cell = tuple[str, str]  # (text, style): compared to skip cells that did not change
@@ -90,6 +104,12 @@ def schedule_state(request: Mapping[str, Any]) -> str:
     return str(request["status"])
 
 
+def sampling_text(sampling: Mapping[str, Any] | None) -> str:
+    """`greedy`, or the settings in use: `T0.8 k20 p0.9 s123`, `T0.8 s123` (top-k 0 and
+    top-p 1 are the defaults, left out). The engine's own words for them."""
+    return "greedy" if not sampling else SamplingParams.from_dict(sampling).describe()
+
+
 def request_cells(request: Mapping[str, Any]) -> tuple[Cell, ...]:
     mark = status_mark(request)
     status = request["status"]
@@ -106,6 +126,8 @@ def request_cells(request: Mapping[str, Any]) -> tuple[Cell, ...]:
         cache = (label, CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
     generated = len(request.get("generated", []))
     finish = request.get("finish_reason") or ""
+    text = sampling_text(request.get("sampling"))
+    sampling: Cell = (text, "bright_black" if text == "greedy" else "")
     return (
         (request["id"], "bold" if status == "running" else ""),
         (state, mark.style),
@@ -114,5 +136,7 @@ def request_cells(request: Mapping[str, Any]) -> tuple[Cell, ...]:
         (f"{generated}/{request['max_tokens']}", ""),
         (f"{request.get('accepted', 0)}/{request.get('proposed', 0)}", ""),
         (str(len(request.get("blocks", []))), ""),
+        sampling,
+        (str(request.get("priority", 0)), ""),
         (finish, mark.style if finish else ""),
     )

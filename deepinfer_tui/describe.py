@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from engine import SamplingParams
+
 Event = Mapping[str, Any]  # an engine event or session note, as Session.log() gives them
 
 
@@ -68,7 +70,13 @@ def describe(event: Event) -> str:
 
 def _queued(event: Event) -> str:
     prompt = plural(event["prompt_positions"], "prompt position")
-    return f"queued: {prompt}, up to {plural(event['max_tokens'], 'new token')}"
+    line = f"queued: {prompt}, up to {plural(event['max_tokens'], 'new token')}"
+    # Only what differs from the defaults (priority 0, greedy): the event carries no more.
+    if event.get("priority"):
+        line += f", priority {event['priority']}"
+    if event.get("sampling"):
+        line += f", sampling {SamplingParams.from_dict(event['sampling']).describe()}"
+    return line
 
 
 def _restore(event: Event) -> str:

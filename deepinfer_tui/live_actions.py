@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .background_round import RoundComputed, compute_round
 from .describe import error_message
-from .screens.add_request import AddRequestScreen
+from .screens.add_request import AddRequestScreen, NewRequest
 from .screens.rollback import RollbackScreen
 from .undo_notice import undo_notice
 from .widgets import RequestTable
@@ -114,8 +114,10 @@ class LiveActions:
         self.push_screen(RollbackScreen(request_id, len(request["generated"]), roll_back))
 
     def action_add_request(self: DebuggerApp) -> None:
-        def submit(prompt: list[int], max_tokens: int, eos_id: int | None) -> str:
-            request_id = self._session.submit(prompt, max_tokens, eos_id)
+        def submit(new: NewRequest) -> str:
+            request_id = self._session.submit(
+                new.prompt, new.max_tokens, new.eos_id, new.priority, new.sampling
+            )
             self.refresh_view()
             return request_id
 

@@ -3,6 +3,7 @@ ValueError naming the problem."""
 
 from __future__ import annotations
 
+import math
 import re
 
 _SEPARATORS = re.compile(r"\s*,\s*|\s+")  # a comma (spaces around it) or spaces
@@ -33,6 +34,22 @@ def parse_int(text: str, what: str, *, minimum: int | None = None) -> int:
         raise ValueError(f"{what} must be a whole number, got {shown!r}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+# A decimal number as people type one: 0.8, .5, 1e-3 (ASCII only, as for whole numbers).
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_number(text: str, what: str) -> float:
+    """A finite decimal number; ValueError naming `what` otherwise."""
+    cleaned = text.strip()
+    if not _DECIMAL.fullmatch(cleaned):
+        shown = cleaned if len(cleaned) <= 24 else cleaned[:24] + "…"
+        raise ValueError(f"{what} must be a number, got {shown!r}")
+    value = float(cleaned)
+    if not math.isfinite(value):  # 1e999
+        raise ValueError(f"{what} must be a finite number, got {cleaned!r}")
     return value
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from engine import (
     Engine,
     EngineConfig,
+    NgramDrafter,
     TinyModel,
     label_problem,
     make_draft,
@@ -34,11 +35,31 @@ from .scenario_events import (
 )
 
 SCHEMA = 1
+Drafting = TinyModel | NgramDrafter | None  # what a scenario's draft section builds
 MAX_NAME_LENGTH = 200  # characters: a title line, not a paragraph (file names are cut shorter)
 MAX_PROBLEM_LENGTH = 300  # characters of one error's text: values in a file may be huge
 
 
 _FIELDS = {"schema", "name", "description", "seed", "model", "draft", "config", "events"}
+# A draft is an early-exit model (kind "model", the default) or the n-gram drafter.
+DRAFT_FIELDS = {"model": {"kind", "depth", "noise", "seed"}, "ngram": {"kind", "min_n", "max_n"}}
+DEFAULT_MODEL_DRAFT: dict[str, Any] = {"depth": 1, "noise": 0.1}
+DEFAULT_NGRAM_MAX = 3  # NgramDrafter's default max_n
+
+
+def draft_kind(draft: dict[str, Any] | None) -> str | None:
+    """The draft's kind: "model", "ngram", or None (no drafts)."""
+    return None if draft is None else str(draft.get("kind", "model"))
+
+
+def build_draft(target: TinyModel, seed: int, draft: dict[str, Any] | None) -> Drafting:
+    """The draft a scenario's `draft` section makes: a model, an NgramDrafter or None."""
+    if draft is None:
+        return None
+    settings = {k: v for k, v in draft.items() if k != "kind"}
+    if draft_kind(draft) == "ngram":
+        return NgramDrafter(**settings)
+    return make_draft(target, **{"seed": seed + 1, **settings})
 
 
 @dataclass(frozen=True)
@@ -47,7 +68,7 @@ class Scenario:
     description: str = ""
     seed: int = 7
     model: dict[str, int] = field(default_factory=dict)
-    draft: dict[str, Any] | None = field(default_factory=lambda: {"depth": 1, "noise": 0.1})
+    draft: dict[str, Any] | None = field(default_factory=lambda: dict(DEFAULT_MODEL_DRAFT))
     config: dict[str, Any] = field(default_factory=dict)
     events: tuple[ScenarioEvent, ...] = ()
     source: str = "<scenario>"
@@ -55,17 +76,15 @@ class Scenario:
     def engine_config(self) -> EngineConfig:
         return EngineConfig.from_dict(self.config)
 
-    def build_models(self) -> tuple[TinyModel, TinyModel | None]:
-        """The target and the draft (None: greedy, no drafts)."""
+    def build_models(self) -> tuple[TinyModel, Drafting]:
+        """The target and the draft: a model, an NgramDrafter, or None (no drafts)."""
         target = TinyModel(seed=self.seed, **self.model)
-        draft = None
-        if self.draft is not None:
-            draft = make_draft(target, **{"seed": self.seed + 1, **self.draft})
-        return target, draft
+        return target, build_draft(target, self.seed, self.draft)
 
     def pool_size(self) -> int:
         """Blocks in the pool of the engine this scenario builds."""
-        return pool_blocks(self.engine_config(), *self.build_models())
+        target, draft = self.build_models()
+        return pool_blocks(self.engine_config(), target, _stored(draft))
 
     def build_engine(self, clock: Any) -> Engine:
         target, draft = self.build_models()
@@ -89,9 +108,13 @@ class Scenario:
         schedule_policy: str | None = None,
         cache_policy: str | None = None,
         greedy: bool = False,
+        draft: str | None = None,
+        ngram_min: int | None = None,
+        ngram_max: int | None = None,
         no_fast_paths: bool = False,
     ) -> Scenario:
-        """A copy with command-line settings applied, validated like a file would be."""
+        """A copy with command-line settings applied, validated like a file would be; `draft`
+        is "model" (the scenario's draft model, else the default) or "ngram" (`ngram_*`)."""
         config = dict(self.config)
         for key, value in (
             ("max_batch_tokens", batch_budget),
@@ -124,9 +147,34 @@ class Scenario:
             seed=self.seed if seed is None else seed,
             config=config,
             model=model,
-            draft=None if greedy else self.draft,
+            draft=self._draft_with(draft, ngram_min, ngram_max, greedy),
         )
         return parse_scenario(updated.to_dict(), self.source)
+
+    def _draft_with(
+        self, kind: str | None, ngram_min: int | None, ngram_max: int | None, greedy: bool
+    ) -> dict[str, Any] | None:
+        """The draft section with the command line's draft settings applied (None: greedy,
+        which n-gram sizes contradict)."""
+        kind = None if greedy else kind or draft_kind(self.draft)
+        if kind == "model":
+            keep = draft_kind(self.draft) == "model"
+            drafted = dict(self.draft) if keep and self.draft else dict(DEFAULT_MODEL_DRAFT)
+        elif kind == "ngram":
+            drafted = dict(self.draft) if draft_kind(self.draft) == "ngram" else {"kind": "ngram"}
+        else:
+            drafted = None
+        if ngram_min is None and ngram_max is None:
+            return drafted
+        if kind != "ngram" or drafted is None:
+            raise ValueError("--ngram-min and --ngram-max size an n-gram draft: add --draft ngram")
+        if ngram_min is not None:
+            drafted["min_n"] = ngram_min
+        if ngram_max is not None:
+            drafted["max_n"] = ngram_max
+        elif "max_n" not in drafted:  # a larger minimum raises the default maximum with it
+            drafted["max_n"] = max(DEFAULT_NGRAM_MAX, drafted["min_n"])
+        return drafted
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,11 +234,9 @@ def _read_fields(data: Any, source: str, fail: Fail) -> Scenario:
     model = data.get("model", {})
     if not isinstance(model, dict) or set(model) - {"vocab_size", "width", "depth", "window"}:
         raise fail("model", "must be an object with vocab_size, width, depth and/or window")
-    draft = data.get("draft", {"depth": 1, "noise": 0.1})
-    if draft is not None and (
-        not isinstance(draft, dict) or set(draft) - {"depth", "noise", "seed"}
-    ):
-        raise fail("draft", "must be null or an object with depth, noise and/or seed")
+    draft = data.get("draft", DEFAULT_MODEL_DRAFT)
+    if draft is not None:
+        _check_draft_fields(draft, fail)
     config = data.get("config", {})
     if not isinstance(config, dict):
         raise fail("config", "must be an object of engine settings")
@@ -207,6 +253,25 @@ def _read_fields(data: Any, source: str, fail: Fail) -> Scenario:
         events=tuple(parse_event(e, i, fail) for i, e in enumerate(raw_events)),
         source=source,
     )
+
+
+def _check_draft_fields(draft: Any, fail: Fail) -> None:
+    """null, a draft model's {depth, noise, seed} or {"kind": "ngram", min_n, max_n}."""
+    if not isinstance(draft, dict):
+        raise fail(
+            "draft",
+            'must be null, an object with depth, noise and/or seed, or {"kind": "ngram", '
+            '"min_n": 2, "max_n": 3}',
+        )
+    kind = draft.get("kind", "model")
+    if not isinstance(kind, str) or kind not in DRAFT_FIELDS:
+        raise fail("draft.kind", f'must be "model" or "ngram", got {shown(kind)}')
+    unknown = sorted(set(draft) - DRAFT_FIELDS[kind])
+    if unknown:
+        known = ", ".join(sorted(DRAFT_FIELDS[kind] - {"kind"}))
+        raise fail(
+            "draft", f"unknown field(s) {', '.join(unknown)} for a draft of kind {kind} ({known})"
+        )
 
 
 def _scenario_name(data: dict[str, Any], source: str, fail: Fail) -> str:
@@ -228,18 +293,21 @@ def _build_pool(scenario: Scenario, fail: Fail) -> tuple[TinyModel, int, int]:
         target = TinyModel(seed=scenario.seed, **scenario.model)
     except (TypeError, ValueError) as error:
         raise fail("model", str(error)) from None
-    draft_model = None
-    if scenario.draft is not None:
-        try:
-            draft_model = make_draft(target, **{"seed": scenario.seed + 1, **scenario.draft})
-        except (TypeError, ValueError) as error:
-            raise fail("draft", str(error)) from None
+    try:
+        draft = build_draft(target, scenario.seed, scenario.draft)
+    except (TypeError, ValueError) as error:
+        raise fail("draft", str(error)) from None
     try:
         engine_config = scenario.engine_config()
     except (TypeError, ValueError) as error:
         raise fail("config", str(error)) from None
-    num_blocks = pool_blocks(engine_config, target, draft_model)
+    num_blocks = pool_blocks(engine_config, target, _stored(draft))
     return target, engine_config.block_size, num_blocks
+
+
+def _stored(draft: Drafting) -> TinyModel | None:
+    """The draft model whose rows the pool may store (an n-gram draft stores none)."""
+    return draft if isinstance(draft, TinyModel) else None
 
 
 def _resolve_requests(

@@ -317,6 +317,9 @@ class Session:
             "can_undo": self.can_undo(),
             "finished": self.finished,
             "operations": len(self.operations),
+            # Who drafts: the scenario's draft section (an n-gram drafter is no model, so the
+            # engine's `models` cannot tell it from no drafts at all).
+            "draft": None if self.scenario.draft is None else dict(self.scenario.draft),
         }
         return snapshot
 

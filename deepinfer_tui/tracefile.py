@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from engine import SamplingParams
+
 from .jsonfile import read_json
 from .scenario import Scenario, ScenarioError, parse_scenario
 from .session import Session
@@ -274,6 +276,11 @@ def _check_submit(operation: dict[str, Any], where: str, fail: Fail) -> None:
     sampling = operation.get("sampling")
     if sampling is not None and not isinstance(sampling, dict):
         raise fail(f"{where}: submit sampling must be an object of sampling settings")
+    if sampling is not None:
+        try:
+            SamplingParams.from_dict(sampling)  # its own checks, at load rather than mid-replay
+        except (TypeError, ValueError) as error:
+            raise fail(f"{where}: submit sampling: {error}") from None
     if not _is_int(operation.get("priority", 0)):
         raise fail(f"{where}: submit priority must be an integer, got {operation['priority']!r}")
     eos_id = operation.get("eos_id")

@@ -10,7 +10,7 @@ from engine import EngineConfig, SamplingParams, TinyModel, check_request_id
 from ..describe import describe
 from ..jsonfile import read_json
 from ..parsing import eos_problem, shorten, shown
-from ..scenario import Scenario, parse_scenario
+from ..scenario import Scenario, draft_kind, parse_scenario
 from .common import (
     SCOPE,
     event_json,
@@ -101,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
             data["events"] = [event_json(e) for e in session.log()]
         print_json(data)
     else:
-        drafting = "greedy, no draft model" if session.engine.draft is None else "speculative"
+        drafting = {None: "greedy, no draft model", "ngram": "speculative, n-gram drafts"}.get(
+            draft_kind(session.scenario.draft), "speculative"
+        )
         print(f"deepinfer-tui generate · {drafting} · {recovery} recovery · {SCOPE}")
         if args.trace:
             for event in session.log():

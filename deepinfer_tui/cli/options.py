@@ -135,6 +135,9 @@ ENGINE_SETTINGS = [flag.replace("-", "_") for flag, *_ in _ENGINE_FLAGS] + [
     "cache_policy",
     "recovery_mode",
     "greedy",
+    "draft",
+    "ngram_min",
+    "ngram_max",
     "no_fast_paths",
 ]
 
@@ -163,8 +166,30 @@ def add_engine_options(parser: argparse.ArgumentParser, prefix: str = "") -> Non
         dest=f"{prefix}recovery_mode",
         help="exact (default) or a bounded approximation: mask or compact",
     )
-    group.add_argument(
+    drafting = group.add_mutually_exclusive_group()
+    drafting.add_argument(
         "--greedy", action="store_true", dest=f"{prefix}greedy", help="no draft model, no drafts"
+    )
+    drafting.add_argument(
+        "--draft",
+        choices=("model", "ngram"),
+        dest=f"{prefix}draft",
+        help="who drafts: model (the scenario's early-exit draft model) or ngram (prompt "
+        "lookup: the tokens that followed an earlier occurrence of the context's last n)",
+    )
+    group.add_argument(
+        "--ngram-min",
+        type=positive,
+        metavar="N",
+        dest=f"{prefix}ngram_min",
+        help="with --draft ngram: the shortest suffix looked up (default 2)",
+    )
+    group.add_argument(
+        "--ngram-max",
+        type=positive,
+        metavar="N",
+        dest=f"{prefix}ngram_max",
+        help="with --draft ngram: the longest suffix looked up (default 3, or --ngram-min)",
     )
     group.add_argument(
         "--no-fast-paths",

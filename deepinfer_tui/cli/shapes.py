@@ -100,7 +100,8 @@ _GENERATE: Shape = {
     "command": '"generate"',
     "seed": "the model seed",
     "config": "the engine configuration used (EngineConfig as a dict)",
-    "models": "the target and draft models: identity, sizes, window (draft null with --greedy)",
+    "models": "the target and draft models: identity, sizes, window (no draft with --greedy or "
+    "--draft ngram: no draft model runs)",
     "results[]": _RESULT | {"": "one per request, in submission order"},
     "metrics": _METRICS,
     "check|null": _CHECK | {"": "the oracle comparison with --check, else null"},
