@@ -150,7 +150,9 @@ class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=
         # Plain Content: a title string is markup, and escape() misses tags such as [B].
         self.border_title = Content(f"Draft tree · {request['id']}")
         if not tree:
-            if view.snapshot.get("models", {}).get("draft") is None:
+            snapshot = view.snapshot
+            drafter = snapshot.get("session", {}).get("draft")  # an n-gram drafter runs no model
+            if snapshot.get("models", {}).get("draft") is None and drafter is None:
                 why = "greedy: no draft model"
             elif view.events_this_tick(str(request["id"]), "rollback"):
                 why = "tree cleared by the rollback"

@@ -58,3 +58,13 @@ async def test_the_app_runs_an_ngram_scenario_and_draws_its_trees(
         assert await wait_until(pilot, lambda: any(tmp_path.glob("*.txt")))
     (text,) = tmp_path.glob("*.txt")
     assert "greedy" in text.read_text() and "T0.9 k6 s4" in text.read_text()
+
+
+async def test_before_its_first_lookup_an_ngram_request_is_not_called_greedy() -> None:
+    app = DebuggerApp(Session(parse_scenario(ngram_scenario(), "n.json")))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        request = app.view.request("request-1")
+        assert request is not None and not request.get("tree")  # nothing drafted yet
+        label = str(app.query_one(DraftTree).root.label)
+        assert label == "no draft round yet"
