@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from .bindings import (
     DEBUGGER_ACTIONS,
     KEYS,
+    LIVE_ONLY,
     MUTATING,
     OVER_ANY_SCREEN,
     REPLAY_ONLY,
@@ -56,10 +57,11 @@ class Situation:
 
 
 def in_this_mode(action: str, replaying: bool) -> bool:
-    """False for the keys of the other mode: replay stepping live, mutations in a replay."""
+    """False for the keys of the other mode: replay stepping live, mutations and auto-run's
+    speed in a replay."""
     if action in REPLAY_ONLY:
         return replaying
-    if action in MUTATING:
+    if action in MUTATING or action in LIVE_ONLY:
         return not replaying
     return True
 
@@ -130,7 +132,7 @@ def blocker(action: str, situation: Situation) -> str | None:
 
 def _replay_blocker(action: str, replay: ReplayPlace | None) -> str | None:
     assert replay is not None  # in_this_mode: replay keys act in a replay only
-    if action == "frame_forward":
+    if action in ("frame_forward", "last_frame"):
         return "this is the last frame" if replay.position == replay.frames - 1 else None
     return "this is the first frame" if replay.position == 0 else None
 
