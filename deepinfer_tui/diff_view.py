@@ -151,27 +151,27 @@ def _request_changes(before: Snapshot, after: Snapshot) -> Iterator[RequestChang
             yield change
 
 
-def diff_lines(diff: RoundDiff | None, width: int, since: str = "") -> list[Text]:
-    """The diff pane's lines, `width` cells wide; `since`: what led from one frame to the next."""
+def diff_lines(diff: RoundDiff | None, since: str = "") -> list[Text]:
+    """The diff pane's lines (a long one wraps in the pane: nothing is cut); `since`: what led
+    from one frame to the next."""
     if diff is None:
         return [Text("no earlier frame yet: step a round to see what it changed", "bright_black")]
     ticks = f"t{diff.before_tick} → t{diff.after_tick}"
-    head = Text(f"{ticks}{f' · {since}' if since else ''}", style="bold")
-    head.truncate(width, overflow="ellipsis")
-    lines = [head]
+    lines = [Text(f"{ticks}{f' · {since}' if since else ''}", style="bold")]
     if diff.empty:
         return [*lines, Text("nothing changed", style="bright_black")]
-    tokens = f"tokens: +{diff.committed} committed, -{diff.rolled_back} rolled back"
-    lines.append(_cut(Text(tokens), width))
-    lines += _block_lines(diff, width)
-    lines += _listed("cache added", ADDED, diff.cache_added, width)
-    lines += _listed("cache evicted", REMOVED, diff.cache_evicted, width)
-    for change in diff.requests:
-        lines.append(_request_line(change, width))
+    tokens = [f"+{diff.committed} committed"] if diff.committed else []
+    tokens += [f"-{diff.rolled_back} rolled back"] if diff.rolled_back else []
+    if tokens:
+        lines.append(Text(f"tokens: {', '.join(tokens)}"))
+    lines += _block_lines(diff)
+    lines += _listed("cache added", ADDED, diff.cache_added)
+    lines += _listed("cache evicted", REMOVED, diff.cache_evicted)
+    lines += [_request_line(change) for change in diff.requests]
     return lines
 
 
-def _block_lines(diff: RoundDiff, width: int) -> list[Text]:
+def _block_lines(diff: RoundDiff) -> list[Text]:
     lines = []
     for title, mark, blocks in (
         ("allocated", ADDED, diff.allocated),
@@ -180,24 +180,24 @@ def _block_lines(diff: RoundDiff, width: int) -> list[Text]:
         if blocks:
             line = Text(f"{mark.symbol} ", style=mark.style)
             line.append(f"{plural(len(blocks), 'block')} {title}: {format_blocks(blocks)}")
-            lines.append(_cut(line, width))
+            lines.append(line)
     if diff.refcounts:
         moves = " ".join(f"#{b} {was}→{now}" for b, was, now in diff.refcounts)
         line = Text(f"{CHANGED.symbol} ", style=CHANGED.style)
         line.append(f"refcounts: {moves}")
-        lines.append(_cut(line, width))
+        lines.append(line)
     return lines
 
 
-def _listed(title: str, mark: Mark, items: tuple[str, ...], width: int) -> list[Text]:
+def _listed(title: str, mark: Mark, items: tuple[str, ...]) -> list[Text]:
     if not items:
         return []
     line = Text(f"{mark.symbol} ", style=mark.style)
     line.append(f"{title}: {'; '.join(items)}")
-    return [_cut(line, width)]
+    return [line]
 
 
-def _request_line(change: RequestChange, width: int) -> Text:
+def _request_line(change: RequestChange) -> Text:
     line = Text(f"{change.request_id} ", style="bold")
     if change.before != change.after:
         line.append(f"{change.before or 'new'} → {change.after or 'gone'} ")
@@ -206,11 +206,6 @@ def _request_line(change: RequestChange, width: int) -> Text:
     if change.rolled_back:
         line.append(f"-{' '.join(map(str, change.rolled_back))} ", style=REMOVED.style)
     line.rstrip()
-    return _cut(line, width)
-
-
-def _cut(line: Text, width: int) -> Text:
-    line.truncate(width, overflow="ellipsis")
     return line
 
 

@@ -1,5 +1,5 @@
 """The diff pane: what changed since the frame before (see `diff_view`). It scrolls: a round
-that touches many requests lists them all."""
+that touches many requests lists them all, and a long line wraps."""
 
 from __future__ import annotations
 
@@ -18,22 +18,15 @@ class DiffPane(VerticalScroll, can_focus=True):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._shown: tuple[View, int] | None = None  # holds the view: no id reuse
+        self._shown: View | None = None  # holds the view: no id reuse
 
     def compose(self) -> ComposeResult:
         yield Static("", id="diff-lines")
 
     def show(self, view: View, selected: str | None = None) -> None:
-        width = max(20, self.scrollable_content_region.width)
-        if self._shown is not None and self._shown[0] is view and self._shown[1] == width:
+        if view is self._shown:
             return
-        self._shown = (view, width)
+        self._shown = view
         diff = view.diff
         self.border_title = "Diff" + ("" if diff is None else f" · t{diff.after_tick}")
-        lines = diff_lines(diff, width, view.since)
-        self.query_one("#diff-lines", Static).update(Text("\n").join(lines))
-
-    def on_resize(self) -> None:
-        """Shown before its first layout, or resized: draw the same view at the new size."""
-        if self._shown is not None:
-            self.show(self._shown[0])
+        self.query_one("#diff-lines", Static).update(Text("\n").join(diff_lines(diff, view.since)))

@@ -126,15 +126,15 @@ def test_the_same_snapshot_twice_is_an_empty_diff() -> None:
     shot = snapshot(5, (1, 2), [request("a", "decoding", [3])], [])
     diff = round_diff(shot, shot)
     assert diff.empty
-    assert plain(diff_lines(diff, 40, "clock +1s")) == ["t5 → t5 · clock +1s", "nothing changed"]
-    assert "no earlier frame" in plain(diff_lines(None, 40))[0]
+    assert plain(diff_lines(diff, "clock +1s")) == ["t5 → t5 · clock +1s", "nothing changed"]
+    assert "no earlier frame" in plain(diff_lines(None))[0]
 
 
-def test_the_lines_name_every_change_and_fit_the_width() -> None:
+def test_the_lines_name_every_change_and_a_narrow_pane_wraps_them_whole() -> None:
     before = snapshot(1, (1, 0, 1), [request("a", "decoding", [5, 6])])
     after = snapshot(2, (0, 1, 2), [request("a", "decoding", [5, 9, 9])])
-    lines = plain(diff_lines(round_diff(before, after), 60, "step"))
-    assert lines == [
+    lines = diff_lines(round_diff(before, after), "step")
+    assert plain(lines) == [
         "t1 → t2 · step",
         "tokens: +2 committed, -1 rolled back",
         "+ 1 block allocated: #1",
@@ -142,7 +142,11 @@ def test_the_lines_name_every_change_and_fit_the_width() -> None:
         "~ refcounts: #2 1→2",
         "a +9 9 -6",
     ]
-    assert all(len(line) <= 12 for line in plain(diff_lines(round_diff(before, after), 12)))
+    narrow = plain(lines, width=12)
+    assert all(len(row) <= 12 for row in narrow)
+    assert " ".join(narrow).split() == " ".join(plain(lines)).split()  # every word, in order
+    only_new = snapshot(2, (1, 0, 1), [request("a", "decoding", [5, 6, 1])])
+    assert plain(diff_lines(round_diff(before, only_new)))[1] == "tokens: +1 committed"
 
 
 def frames(**overrides: Any) -> Iterator[tuple[dict, dict, list[dict]]]:
