@@ -25,6 +25,8 @@ from .bindings import (
 from .describe import plural
 
 ROW_ACTIONS = frozenset({"cancel_request", "rollback", "rollback_many"})
+# Keys a replay moves through frames with that the panes also use (to scroll).
+PANE_KEYS = frozenset({"home", "end"})
 
 
 class SessionState(Protocol):
@@ -103,6 +105,8 @@ def refused_action(key: str, situation: Situation) -> str | None:
     if not actions or any(availability(action, uncovered) for action in actions):
         return None
     mine = [action for action in actions if in_this_mode(action, situation.replay is not None)]
+    if not mine and key in PANE_KEYS:
+        return None  # live, the focused pane's own key (it scrolls), not a refused frame key
     return mine[0] if mine else actions[0]
 
 

@@ -131,5 +131,6 @@ async def test_home_and_end_are_not_frame_keys_live() -> None:
         await pilot.press("space", "end", "home")
         await pilot.pause()
         assert app.engine.tick == 1  # nothing moved through time
+        assert not messages(app)  # the table's own keys: no "saved trace" refusal
         assert app.check_action("first_frame", ()) is False
         assert app.check_action("last_frame", ()) is False
