@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import Static
 
 from deepinfer_tui.app import DebuggerApp
-from tests.app.helpers import make_app, plain
+from tests.app.helpers import make_app, plain, wait_until
 from tests.app.test_app_diff_pane import replay_app
 
 VIEW_KEYS = ["1", "2", "3", "4", "5", "6"]
@@ -48,10 +48,12 @@ async def test_a_view_key_in_the_footer_shows_its_view_when_clicked() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         (six,) = [key for key in app.screen.query("FooterKey") if key.key == "6"]
-        await pilot.click(six)
-        await pilot.pause()
-        assert app.view_area == "diff" and app.query_one("#diff").display
         assert "what the last operation changed" in str(six.tooltip)
+        # By its place: the footer recomposes when keys become available, replacing its keys.
+        footer = app.query_one("#footer")
+        await pilot.click(footer, offset=(six.region.x - footer.region.x, 0))
+        assert await wait_until(pilot, lambda: app.view_area == "diff")
+        assert app.query_one("#diff").display
 
 
 def help_rows(app: DebuggerApp) -> dict[str, str]:
