@@ -138,6 +138,7 @@ def pool_legend(width: int | None = None) -> Text:
 
 # The header's words, and the jargon the panes and the log use, one line each.
 HEADER_TERMS: dict[str, str] = {
+    "▶ auto 0.25s": "auto-run is stepping, a round every 0.25 s (+ and - change the wait)",
     "◌N ▶N ✓N": "requests queued, running, finished",
     "held": "blocks held by requests (█ committed and ▓ shared)",
     "cached / retained / free": "blocks held only by the cache, only by undo history, or by none",
