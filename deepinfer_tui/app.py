@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from rich.cells import cell_len
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.command import CommandPalette
 from textual.containers import Grid
 from textual.screen import Screen
@@ -26,9 +26,10 @@ from engine import Engine
 
 from . import availability
 from .auto_run import AutoRun
-from .bindings import DEBUGGER_ACTIONS, EXTRA_HELP, KEYS, MINOR_ACTIONS, SECONDARY_ACTIONS, Key
+from .bindings import DEBUGGER_ACTIONS, EXTRA_HELP, FOOTER_TIERS, KEYS
 from .collector import CollectorTuning
 from .commands import ClosingOncePalette, DebuggerCommands, PaletteAction
+from .diff_view import FrameMemory, frame_before
 from .export import DEFAULT_EXPORT_DIR
 from .export_worker import ExportActions
 from .live_actions import LiveActions
@@ -40,7 +41,8 @@ from .toasts import Notices, Toasts
 from .view_actions import VIEW_PANES, ViewActions
 from .widgets import BlockMap, CommitLog, DraftTree, ReplayPosition, RequestTable, StatusBar
 from .widgets.cache_pane import CachePane
-from .widgets.footer import KeyFooter
+from .widgets.diff_pane import DiffPane
+from .widgets.footer import KeyFooter, binding_of
 from .widgets.metrics_pane import MetricsPane
 from .widgets.round_pane import RoundPane
 from .widgets.status import DescriptionLine
@@ -49,18 +51,6 @@ from .widgets.view import ComputingRound, View
 
 TINY_BELOW = 80  # columns
 NARROW_BELOW = 110
-
-
-def _binding(key: Key) -> Binding:
-    return Binding(
-        key.keys,
-        key.action,
-        key.description,
-        tooltip=key.tooltip,
-        id=key.action,
-        show=key.show,
-        priority=key.priority,
-    )
 
 
 def _screen_name(screen: Screen[Any]) -> str:
@@ -91,7 +81,7 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
     # on a thread, so the screen stays live: 4096 positions take ~0.2 s on this machine.
     BACKGROUND_POSITIONS = 4096
 
-    BINDINGS: ClassVar[list[BindingType]] = [_binding(key) for key in KEYS]
+    BINDINGS: ClassVar[list[BindingType]] = [binding_of(key) for key in KEYS]
 
     def __init__(
         self,
@@ -113,6 +103,8 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
         self.log_kind: str | None = None  # the one event kind the log shows (None: all)
         self.view_area = "tree"  # the view beside the block map (view_actions.VIEW_PANES)
         self._auto_run = AutoRun(self)
+        self._auto_wait: float | None = None  # set by the speed keys (None: AUTO_RUN_INTERVAL)
+        self._frames = FrameMemory()  # the live frame before the last operation (the diff's)
         self._exporting = False
         self._quit_after_export = False
         self._quit_asked = False  # q asked once about unsaved hand-made history
@@ -174,13 +166,15 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
             yield RoundPane(id="round")
             yield MetricsPane(id="metrics")
             yield CachePane(id="cache")
+            yield DiffPane(id="diff")
             yield CommitLog(id="log")
-        yield KeyFooter({"-minor": MINOR_ACTIONS, "-secondary": SECONDARY_ACTIONS}, id="footer")
+        yield KeyFooter(FOOTER_TIERS, id="footer")
 
     def on_mount(self) -> None:
         self.collector.raise_threshold()
         table = self._table = self.query_one(RequestTable)
         table.border_title = "Requests"
+        table.passes_home_end = self.replay is not None
         self.refresh_view()
         table.focus()
         block_size = int(self.view.snapshot.get("pool", {}).get("block_size", 1))
@@ -216,10 +210,16 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
                 divergence=self.replay.divergence,
                 label_width=self._label_width,
             )
-            return View(frame.snapshot, frame.log, replay=position, exporting=self._exporting)
+            before = frame_before(self.replay.frames, self.replay.position)
+            return View(
+                frame.snapshot, frame.log, replay=position, exporting=self._exporting, **before
+            )
+        snapshot = self._session.snapshot()
         return View(
-            self._session.snapshot(),
+            snapshot,
             self._session.log_view(),
+            **self._frames.note(snapshot, self._session.operations),
+            auto_interval=self.auto_interval,
             auto_running=self.auto_running,
             auto_waiting=self.auto_waiting,
             exporting=self._exporting,
@@ -329,16 +329,6 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
 
     def action_available(self, action: str) -> bool:
         return bool(self.check_action(action, ()))
-
-    # -- replay actions -----------------------------------------------------------------------
-
-    def action_frame_forward(self) -> None:
-        if self.replay is not None and self.replay.forward():
-            self.refresh_view()
-
-    def action_frame_back(self) -> None:
-        if self.replay is not None and self.replay.back():
-            self.refresh_view()
 
     # -- views, screens and files -------------------------------------------------------------
 

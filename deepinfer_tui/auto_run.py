@@ -1,5 +1,6 @@
 """Auto-run (`r`): one round per timer tick until the session ends, the user pauses, or the
 per-press limit; it waits, saying so, while a dialog is open or an export reads the session.
+`+` and `-` step its interval through AUTO_RUN_WAITS, running or not.
 
 The timer belongs to the app; `stop()` ends it, and a tick that finds the app closing stops
 it instead of stepping, so no round is run or drawn on an app whose panes are gone.
@@ -12,7 +13,21 @@ from typing import Protocol
 
 from textual.timer import Timer
 
+from .bindings import AUTO_RUN_WAITS
 from .widgets.view import ComputingRound
+
+
+def next_wait(wait: float, *, faster: bool) -> float:
+    """The next of AUTO_RUN_WAITS after `wait`, shorter or longer; ValueError at the end."""
+    if faster:
+        shorter = [w for w in AUTO_RUN_WAITS if w < wait]
+        if not shorter:
+            raise ValueError(f"auto-run is at its fastest: a round every {wait:g} s")
+        return max(shorter)
+    longer = [w for w in AUTO_RUN_WAITS if w > wait]
+    if not longer:
+        raise ValueError(f"auto-run is at its slowest: a round every {wait:g} s")
+    return min(longer)
 
 
 class AutoRunHost(Protocol):
@@ -54,6 +69,12 @@ class AutoRun:
         self.stop()
         self._steps, self._limit = 0, limit
         self._timer = self._host.set_interval(interval, self.tick)
+
+    def retime(self, interval: float) -> None:
+        """Run on at a new interval (a speed key), counting on towards the same limit."""
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = self._host.set_interval(interval, self.tick)
 
     def stop(self) -> None:
         if self._timer is not None:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from .bindings import (
     DEBUGGER_ACTIONS,
     KEYS,
+    LIVE_ONLY,
     MUTATING,
     OVER_ANY_SCREEN,
     REPLAY_ONLY,
@@ -24,6 +25,8 @@ from .bindings import (
 from .describe import plural
 
 ROW_ACTIONS = frozenset({"cancel_request", "rollback", "rollback_many"})
+# Keys a replay moves through frames with that the panes also use (to scroll).
+PANE_KEYS = frozenset({"home", "end"})
 
 
 class SessionState(Protocol):
@@ -56,10 +59,11 @@ class Situation:
 
 
 def in_this_mode(action: str, replaying: bool) -> bool:
-    """False for the keys of the other mode: replay stepping live, mutations in a replay."""
+    """False for the keys of the other mode: replay stepping live, mutations and auto-run's
+    speed in a replay."""
     if action in REPLAY_ONLY:
         return replaying
-    if action in MUTATING:
+    if action in MUTATING or action in LIVE_ONLY:
         return not replaying
     return True
 
@@ -101,6 +105,8 @@ def refused_action(key: str, situation: Situation) -> str | None:
     if not actions or any(availability(action, uncovered) for action in actions):
         return None
     mine = [action for action in actions if in_this_mode(action, situation.replay is not None)]
+    if not mine and key in PANE_KEYS:
+        return None  # live, the focused pane's own key (it scrolls), not a refused frame key
     return mine[0] if mine else actions[0]
 
 
@@ -130,7 +136,7 @@ def blocker(action: str, situation: Situation) -> str | None:
 
 def _replay_blocker(action: str, replay: ReplayPlace | None) -> str | None:
     assert replay is not None  # in_this_mode: replay keys act in a replay only
-    if action == "frame_forward":
+    if action in ("frame_forward", "last_frame"):
         return "this is the last frame" if replay.position == replay.frames - 1 else None
     return "this is the first frame" if replay.position == 0 else None
 

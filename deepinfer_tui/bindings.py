@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+VIEWS = "views"  # the number keys' footer group
+# Auto-run's waits between rounds (seconds), slowest first: `+` and `-` step through them.
+AUTO_RUN_WAITS = (2.0, 1.0, 0.5, 0.25, 0.1, 0.05, 0.02)
+
 
 @dataclass(frozen=True)
 class Key:
@@ -18,6 +22,7 @@ class Key:
     tooltip: str  # what it does, in the help and the palette
     show: bool = True  # in the footer
     priority: bool = False  # acts over dialogs too
+    group: str | None = None  # keys the footer shows side by side under one word
 
     @property
     def key_names(self) -> tuple[str, ...]:
@@ -33,6 +38,8 @@ KEYS: tuple[Key, ...] = (
     Key("frame_forward", "space,n", "next", "Replay: next frame"),
     Key("frame_back", "u,backspace", "back", "Replay: previous frame"),
     Key("toggle_run", "r", "run", "Run / pause auto-stepping"),
+    Key("first_frame", "home", "first", "Replay: the first frame", show=False),
+    Key("last_frame", "end", "last", "Replay: the last frame", show=False),
     Key("cancel_request", "c", "cancel", "Cancel the selected request"),
     Key("rollback", "b", "rollback", "Roll the selected request back 1 token"),
     Key(
@@ -46,27 +53,27 @@ KEYS: tuple[Key, ...] = (
     Key("add_request", "a", "add", "Add a request (asks tokens)"),
     Key("advance_clock", "t", "clock", "Advance the clock to the next cache expiry"),
     Key("filter_log", "f", "filter", "Log: only the selected request / all"),
-    Key("show_tree", "1", "tree", "View area: the selected request's draft tree", show=False),
+    Key("show_tree", "1", "tree", "View area: the selected request's draft tree", group=VIEWS),
     Key(
         "show_cache",
         "2",
         "cache",
         "View area: the prefix cache of the policy in use (entries, free queue or radix tree)",
-        show=False,
+        group=VIEWS,
     ),
     Key(
         "show_timeline",
         "3",
         "timeline",
         "View area: every request's state in every round (queued, prefilling, decoding, ...)",
-        show=False,
+        group=VIEWS,
     ),
     Key(
         "show_round",
         "4",
         "round",
         "View area: the last round's token budget, split by request and kind",
-        show=False,
+        group=VIEWS,
     ),
     Key(
         "show_metrics",
@@ -74,7 +81,15 @@ KEYS: tuple[Key, ...] = (
         "metrics",
         "View area: TTFT, inter-token latency, queue time per request; acceptance, prefix "
         "hits, KV usage",
-        show=False,
+        group=VIEWS,
+    ),
+    Key(
+        "show_diff",
+        "6",
+        "diff",
+        "View area: what the last operation changed: blocks, refcounts, cache entries, tokens "
+        "committed and rolled back, request states",
+        group=VIEWS,
     ),
     Key(
         "goto_round",
@@ -113,6 +128,16 @@ KEYS: tuple[Key, ...] = (
         "Requests: only running, queued or finished ones (s again: the next, then all)",
         show=False,
     ),
+    Key(
+        "run_faster",
+        "plus,equals_sign",
+        "faster",
+        "Auto-run: a shorter wait between rounds (steps of "
+        + ", ".join(f"{s:g}" for s in reversed(AUTO_RUN_WAITS))
+        + " s)",
+        show=False,
+    ),
+    Key("run_slower", "minus", "slower", "Auto-run: a longer wait between rounds", show=False),
     Key("export", "e", "export", "Export a trace snapshot (files)"),
     # Priority: dialogs (modal screens) keep the app's other keys from them.
     Key(
@@ -147,10 +172,13 @@ MUTATING = frozenset(
         "run_until",
     }
 )
-REPLAY_ONLY = frozenset({"frame_forward", "frame_back"})
+REPLAY_ONLY = frozenset({"frame_forward", "frame_back", "first_frame", "last_frame"})
+# Live keys that leave the session as it is (auto-run's speed): off in replay mode only.
+LIVE_ONLY = frozenset({"run_faster", "run_slower"})
 DEBUGGER_ACTIONS = (
     MUTATING
     | REPLAY_ONLY
+    | LIVE_ONLY
     | {
         "filter_log",
         "filter_kind",
@@ -162,15 +190,29 @@ DEBUGGER_ACTIONS = (
 )
 # Actions that also act over another screen: a screenshot of a dialog or the guide is useful.
 OVER_ANY_SCREEN = frozenset({"save_screen"})
-# Keys the footer drops on narrow terminals, and more on tiny ones, so help and quit stay in
-# view (every key still works, and help and the palette list them all).
-MINOR_ACTIONS = frozenset({"filter_log", "export", "guide"})
-SECONDARY_ACTIONS = frozenset({"toggle_run", "rollback", "add_request", "advance_clock"})
+# Keys the footer drops below 150 columns, more on narrow terminals and more on tiny ones, so
+# the view keys, help and quit stay in view (every key still works, and help and the palette
+# list them all; the guide is also `g` in the help).
+WIDE_ONLY_ACTIONS = frozenset({"filter_log", "guide"})
+MINOR_ACTIONS = frozenset({"export", "advance_clock"})
+SECONDARY_ACTIONS = frozenset({"toggle_run", "rollback", "add_request"})
+# The footer's CSS class for each set (app.tcss hides them by the screen's width).
+FOOTER_TIERS = {
+    "-wide-only": WIDE_ONLY_ACTIONS,
+    "-minor": MINOR_ACTIONS,
+    "-secondary": SECONDARY_ACTIONS,
+}
 
 
 def key_label(keys: str) -> str:
     """Textual key names as a person reads them: `question_mark,f1` -> `? f1`."""
-    names = {"question_mark": "?", "backspace": "⌫"}
+    names = {
+        "question_mark": "?",
+        "backspace": "⌫",
+        "plus": "+",
+        "equals_sign": "=",
+        "minus": "-",
+    }
     return " ".join(names.get(k.strip(), k.strip()) for k in keys.split(","))
 
 

@@ -100,6 +100,21 @@ PREFIX_MARKS: dict[str, Mark] = {
     "evicted": Mark("✗", "red", "evicted this round (least recently used unlocked leaf)"),
 }
 
+# The round diff (key 6): what the frame before had not, had and lost, or held otherwise.
+DIFF_MARKS: dict[str, Mark] = {
+    "added": Mark(
+        "+",
+        "green",
+        "added since the frame before: blocks allocated, cache entries, tokens committed",
+    ),
+    "removed": Mark(
+        "-",
+        "red",
+        "gone since the frame before: blocks freed, cache entries evicted, tokens rolled back",
+    ),
+    "changed": Mark("~", "yellow", "changed: a block's refcount (before→after)"),
+}
+
 SLOT_MARKS: dict[str, Mark] = {
     "window": Mark("‹n›", "underline", "stored slot the pending token's local attention reads"),
     "rolled_back": Mark("×", "red", "speculative slot rolled back this round"),
@@ -144,6 +159,7 @@ def pool_legend(width: int | None = None) -> Text:
 
 # The header's words, and the jargon the panes and the log use, one line each.
 HEADER_TERMS: dict[str, str] = {
+    "▶ auto 0.25s": "auto-run is stepping, a round every 0.25 s (+ and - change the wait)",
     "◌N ▶N ✓N": "requests queued, running, finished",
     "held": "blocks held by requests (█ committed and ▓ shared)",
     "cached / retained / free": "blocks held only by the cache, only by undo history, or by none",
@@ -175,6 +191,7 @@ def full_legend(extra: tuple[tuple[str, Mapping[str, str]], ...] = ()) -> Text:
         ("Block slots", SLOT_MARKS),
         ("Prefix cache (key 2)", PREFIX_MARKS),
         ("Draft tree", VERDICT_MARKS),
+        ("Round diff (key 6)", DIFF_MARKS),
     )
     words = (
         *extra,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .auto_run import next_wait
 from .background_round import RoundComputed, compute_round
 from .describe import error_message
 from .screens.add_request import AddRequestScreen, NewRequest
@@ -134,7 +135,30 @@ class LiveActions:
         if self._auto_run.running:
             self._auto_run.stop()
         else:
-            self._auto_run.start(self.AUTO_RUN_INTERVAL, self.AUTO_RUN_LIMIT)
+            self._auto_run.start(self.auto_interval, self.AUTO_RUN_LIMIT)
+        self.refresh_view()
+
+    @property
+    def auto_interval(self: DebuggerApp) -> float:
+        """Seconds between auto-run's rounds: AUTO_RUN_INTERVAL until a speed key sets it."""
+        return self.AUTO_RUN_INTERVAL if self._auto_wait is None else self._auto_wait
+
+    def action_run_faster(self: DebuggerApp) -> None:
+        self._change_speed(faster=True)
+
+    def action_run_slower(self: DebuggerApp) -> None:
+        self._change_speed(faster=False)
+
+    def _change_speed(self: DebuggerApp, *, faster: bool) -> None:
+        try:
+            wait = next_wait(self.auto_interval, faster=faster)
+        except ValueError as error:
+            self.notify(str(error), title="Auto-run speed", severity="warning", timeout=4)
+            return
+        self._auto_wait = wait
+        self._auto_run.retime(wait)
+        state = "" if self.auto_running else " (press r to run)"
+        self.notify(f"a round every {wait:g} s{state}", title="Auto-run speed", timeout=3)
         self.refresh_view()
 
     def can_step(self: DebuggerApp) -> bool:

@@ -1,6 +1,7 @@
 """Keys that change what the panes show: the view area's view, the log's filters (a request,
 a kind of event), the request table's order and state filter; and where in time the debugger
-stands (go to round N, run until: `time_travel`). A mixin of `DebuggerApp`."""
+stands (a replay's frames, first to last; go to round N, run until: `time_travel`). A mixin of
+`DebuggerApp`."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ VIEW_PANES: dict[str, str] = {
     "timeline": "#timeline",
     "round": "#round",
     "metrics": "#metrics",
+    "diff": "#diff",
 }
 
 
@@ -46,6 +48,31 @@ class ViewActions:
 
     def action_show_metrics(self: DebuggerApp) -> None:
         self.show_view("metrics")
+
+    def action_show_diff(self: DebuggerApp) -> None:
+        self.show_view("diff")
+
+    # -- a replay's frames --------------------------------------------------------------------
+
+    def action_frame_forward(self: DebuggerApp) -> None:
+        if self.replay is not None and self.replay.forward():
+            self.refresh_view()
+
+    def action_frame_back(self: DebuggerApp) -> None:
+        if self.replay is not None and self.replay.back():
+            self.refresh_view()
+
+    def action_first_frame(self: DebuggerApp) -> None:
+        if self.replay is not None and self.replay.back():
+            while self.replay.back():
+                pass
+            self.refresh_view()
+
+    def action_last_frame(self: DebuggerApp) -> None:
+        if self.replay is not None and self.replay.forward():
+            while self.replay.forward():
+                pass
+            self.refresh_view()
 
     def action_goto_round(self: DebuggerApp) -> None:
         def go(target: int | None) -> None:

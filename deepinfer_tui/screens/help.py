@@ -36,6 +36,11 @@ PANES = (
         "the selected request's last round: proposals, verdicts, the target's extra token",
     ),
     (
+        "View area",
+        "beside the block map, one view at a time: 1 draft tree, 2 prefix cache, 3 timeline, "
+        "4 round budget, 5 metrics, 6 round diff (what changed since the frame before)",
+    ),
+    (
         "Commit log",
         "every engine event, newest last; f shows only the selected request (and the "
         "evictions behind its cold restore), k one kind of event. A line starts with its "

@@ -1,4 +1,6 @@
-"""The key footer, with minor keys tagged so narrow terminals can hide them.
+"""The key footer, with minor keys tagged so narrow terminals can hide them, and the Textual
+binding of each key of the table (`bindings.KEYS`): the view keys share a group, shown side by
+side under one word.
 
 Hidden keys still work and stay listed in help (f1/?) and the command palette (ctrl+p).
 """
@@ -6,9 +8,33 @@ Hidden keys still work and stay listed in help (f1/?) and the command palette (c
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import cache
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import Footer
+
+from ..bindings import Key
+
+
+def binding_of(key: Key) -> Binding:
+    """The Textual binding of one key of the table."""
+    return Binding(
+        key.keys,
+        key.action,
+        key.description,
+        tooltip=key.tooltip,
+        id=key.action,
+        show=key.show,
+        priority=key.priority,
+        group=None if key.group is None else _group(key.group),
+    )
+
+
+@cache
+def _group(name: str) -> Binding.Group:
+    """One footer group per name: the footer puts its keys side by side under the name."""
+    return Binding.Group(name, compact=True)
 
 
 class KeyFooter(Footer):

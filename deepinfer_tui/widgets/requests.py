@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual.actions import SkipAction
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from ..columns import CELL_PADDING, COLUMNS, ORDERS, Cell, request_cells
@@ -40,6 +41,19 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
         self._view: View | None = None
         self.order: str | None = None  # the column rows are sorted by (None: submission)
         self.state_filter: str | None = None  # the one state shown (None: every request)
+        # Set in a replay: Home and End go to its first and last frame, not the first and
+        # last column (the app's keys; Textual passes a skipped action's key on to them).
+        self.passes_home_end = False
+
+    def action_scroll_home(self) -> None:
+        if self.passes_home_end:
+            raise SkipAction
+        super().action_scroll_home()
+
+    def action_scroll_end(self) -> None:
+        if self.passes_home_end:
+            raise SkipAction
+        super().action_scroll_end()
 
     def on_mount(self) -> None:
         for column in COLUMNS:

@@ -145,7 +145,8 @@ def _mode_pieces(view: View) -> list[_Piece]:
         waits = f" ⏸ auto · waits for {view.auto_waiting} ·"
         pieces.append((waits, " ⏸ auto ·", "bold yellow"))
     elif view.auto_running:
-        pieces.append((" ▶ auto ·", " ▶ auto ·", "bold green"))
+        every = "" if view.auto_interval is None else f" {view.auto_interval:g}s"
+        pieces.append((f" ▶ auto{every} ·", " ▶ auto ·", "bold green"))
     return pieces
 
 

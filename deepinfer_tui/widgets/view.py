@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from ..describe import ttl_cache_entries
+from ..diff_view import RoundDiff, round_diff
 
 Event = Mapping[str, Any]
 RequestView = Mapping[str, Any]
@@ -48,6 +49,9 @@ class View:
     auto_waiting: str | None = None  # what auto-run waits for before its next round
     computing: ComputingRound | None = None  # a round being computed on its own thread
     exporting: bool = False  # an export is being written on its own thread
+    auto_interval: float | None = None  # seconds between auto-run's rounds (None: not live)
+    previous: Mapping[str, Any] | None = None  # the frame before this one, for the diff
+    since: str = ""  # what led from that frame to this one ("step", "cancel request-2")
     # Ids in table order, computed once so every pane agrees on it.
     request_ids: tuple[str, ...] = field(init=False)
 
@@ -58,6 +62,11 @@ class View:
     @property
     def tick(self) -> int:
         return int(self.snapshot.get("tick", 0))
+
+    @cached_property
+    def diff(self) -> RoundDiff | None:
+        """What changed since the frame before (None: there is none), computed when asked."""
+        return None if self.previous is None else round_diff(self.previous, self.snapshot)
 
     @cached_property
     def _requests(self) -> dict[str, RequestView]:

@@ -940,7 +940,12 @@ async def test_the_headers_block_counts_add_up_to_the_pool() -> None:
 
 @pytest.mark.parametrize(
     ("width", "hidden"),
-    [(120, set()), (90, {"filter_log", "export", "guide"}), (60, {"toggle_run", "rollback"})],
+    [
+        (160, set()),
+        (120, {"filter_log", "guide"}),
+        (90, {"filter_log", "export", "guide", "advance_clock"}),
+        (60, {"toggle_run", "rollback"}),
+    ],
 )
 async def test_the_footer_keeps_help_and_quit_in_view_as_the_terminal_narrows(
     width: int, hidden: set[str]

@@ -18,7 +18,7 @@ from tests.docs.test_docs import (
 )
 
 README = REPO / "README.md"
-REPLAY_ACTIONS = {"frame_forward", "frame_back"}  # the keys of a saved trace's viewer
+REPLAY_ACTIONS = {"frame_forward", "frame_back", "first_frame", "last_frame"}  # a trace's viewer
 
 
 def readme() -> str:
@@ -46,7 +46,7 @@ def test_readme_is_short() -> None:
 
 
 def keys_of(cell: str) -> set[str]:
-    names = {"?": "question_mark"}
+    names = {"?": "question_mark", "+": "plus", "=": "equals_sign", "-": "minus"}
     return {names.get(key, key) for key in re.findall(r"`([^`]+)`", cell)}
 
 
