@@ -44,20 +44,20 @@ COLUMNS: tuple[Column, ...] = (
     Column("tokens", "out/max", "tokens generated / max tokens", drop=7),
     Column("drafts", "acc/prop", "draft tokens accepted / proposed", drop=4),
     Column("blocks", "blk", "KV blocks it holds", drop=5),
-    # Shown nowhere else, but fixed at submit: it gives way before the counts that move.
+    # Fixed at submit: it gives way before the counts that move (and before finish).
     Column(
         "sampling",
         "sampling",
         "how it chooses tokens: greedy (the argmax), or T temperature, k top-k, p top-p, "
         "s seed, e.g. T0.8 k20 p0.9 s123 (a setting at its default is left out)",
-        drop=3,
+        drop=2,
     ),
     # It orders admission only under the priority policy: the first to give way.
     Column(
         "priority", "pri", "its priority: the smaller is admitted first (priority policy)", drop=1
     ),
-    # The state's mark already tells ✓ from ✗.
-    Column("finish", "finish", "why it finished: length, stop (EOS), cancelled, error", drop=2),
+    # The state's mark tells ✓ from ✗, not a cancel from an error: kept longer than sampling.
+    Column("finish", "finish", "why it finished: length, stop (EOS), cancelled, error", drop=3),
 )
 
 Cell = tuple[str, str]  # (text, style): compared to skip cells that did not change

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.columns import COLUMNS, request_cells
 from deepinfer_tui.export import render_document
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.session import Session
+from deepinfer_tui.widgets import RequestTable
 
 KEYS = [column.key for column in COLUMNS]
 
@@ -52,11 +54,20 @@ def test_a_view_without_sampling_reads_greedy() -> None:
     assert cells[KEYS.index("sampling")][0] == "greedy"
 
 
-def test_sampling_gives_way_after_finish_and_before_the_counts_that_move() -> None:
-    drop = {column.key: column.drop for column in COLUMNS}
-    assert drop["id"] == drop["state"] == 0  # always shown
-    assert drop["priority"] < drop["finish"] < drop["sampling"]
-    assert drop["sampling"] < min(drop["drafts"], drop["blocks"])
+@pytest.mark.parametrize(("width", "absent"), [(80, {"priority", "sampling"}), (120, set())])
+async def test_a_narrow_table_keeps_why_a_request_finished_over_its_sampling(
+    width: int, absent: set[str]
+) -> None:
+    # At 80 columns the table cannot hold every column: the priority and the sampling (fixed
+    # at submit) give way, the finish reason (a cancel, not an error) and the counts stay.
+    app = DebuggerApp(Session(default_scenario()))
+    async with app.run_test(size=(width, 24)) as pilot:
+        await pilot.press("space", "space")  # round 2: request-3 was cancelled while queued
+        await pilot.pause()
+        table = app.query_one(RequestTable)
+        shown = {str(key.value) for key in table.columns}
+        assert shown == set(KEYS) - absent
+        assert "cancelled" in [str(cell) for cell in table.get_row("request-3")]
 
 
 def test_the_priority_cell_is_the_views_priority() -> None:
