@@ -10,11 +10,12 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual.widget import Widget
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from ..columns import CELL_PADDING, COLUMNS, ORDERS, Cell, request_cells
 from .render.keyed_table import ContentKeyedDataTable
-from .render.quiet import RefreshesHeld, refresh_rows
+from .render.quiet import RefreshesHeld, extent_keeps_box, refresh_rows, set_scroll_extent
 from .render.row_order import StableRowOrder
 from .view import View
 
@@ -140,6 +141,41 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
             self.refresh(layout=True)
         elif repaint:
             self._refresh_rows(changed)
+        self._update_dimensions_now()
+
+    def _update_dimensions_now(self) -> None:
+        """Measure grown cells and fit the scroll range to rows that came or went now, as
+        DataTable does on idle: its scrollbar's repaint then reaches the rows' frame, not
+        one ~30 ms later."""
+        updated, new_rows = getattr(self, "_updated_cells", None), getattr(self, "_new_rows", None)
+        if not isinstance(updated, set) or not isinstance(new_rows, set):
+            return  # another Textual: its idle handler does this
+        if updated:
+            cells = updated.copy()
+            updated.clear()
+            self._update_column_widths(cells)
+        if getattr(self, "_require_update_dimensions", False):
+            self._require_update_dimensions = False
+            rows = new_rows.copy()
+            new_rows.clear()
+            self._update_dimensions(rows)
+
+    def _update_dimensions(self, *arguments: Any) -> None:
+        # DataTable calls this on idle once rows came or went, and its new virtual size lays
+        # out the whole screen, whose scrollbar refreshes then paint a second frame. While
+        # the table's box and scrollbar stay as they are, set the extent without a layout.
+        before = self.virtual_size
+        with self.refreshes_held() as wanted:
+            super()._update_dimensions(*arguments)  # type: ignore[misc]
+        after = self.virtual_size
+        repaint, layout = wanted
+        if layout and (after == before or not extent_keeps_box(self, before, after)):
+            self.refresh(layout=True)
+        elif layout:
+            self.set_reactive(Widget.virtual_size, before)
+            set_scroll_extent(self, after)
+        elif repaint:
+            self.refresh()
 
     def _refresh_rows(self, changed: list[str] | None) -> None:
         """Repaint the rows on screen whose cells changed (None: the whole table).
