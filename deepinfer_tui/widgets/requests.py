@@ -37,6 +37,7 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
         # update widths, so ask only when a cell outgrows it (keeps 64-row refreshes cheap).
         self._widths: dict[str, int] = {}
 
+        self._rows_repainted = False  # inside show(): the changed lines are repainted
         self._columns: tuple[int, ...] = ()  # indexes into COLUMNS of the columns shown
         self._view: View | None = None
         self.order: str | None = None  # the column rows are sorted by (None: submission)
@@ -158,7 +159,11 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
             self._require_update_dimensions = False
             rows = new_rows.copy()
             new_rows.clear()
-            self._update_dimensions(rows)
+            self._rows_repainted = True  # show() repainted the lines that changed
+            try:
+                self._update_dimensions(rows)
+            finally:
+                self._rows_repainted = False
 
     def _update_dimensions(self, *arguments: Any) -> None:
         # DataTable calls this on idle once rows came or went, and its new virtual size lays
@@ -173,7 +178,7 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
             self.refresh(layout=True)
         elif layout:
             self.set_reactive(Widget.virtual_size, before)
-            set_scroll_extent(self, after)
+            set_scroll_extent(self, after, repaint=not self._rows_repainted)
         elif repaint:
             self.refresh()
 
@@ -192,16 +197,19 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
         refresh_rows(self, (y for y in rows if 0 <= y < height), width)
 
     def _show(self, view: View) -> list[str] | None:
-        """Bring the rows up to date; returns the requests whose cells changed, or None if
-        rows came or went or a column grew (the table's lines moved)."""
+        """Bring the rows up to date; returns the requests whose lines changed (rows added at
+        the end included), or None if rows went, the order changed or a column grew (the
+        table's lines moved)."""
         changed: list[str] | None = []
         wanted = self._wanted(view)
         present = set(wanted)
         kept = [key for key in self._shown if key in present]
-        if kept + [key for key in wanted if key not in self._shown] != wanted:
+        reordered = kept + [key for key in wanted if key not in self._shown] != wanted
+        if reordered:
             self.clear()  # a sorted table whose order changed: its rows again, in order
             self._shown.clear()
             self._drawn_from.clear()
+            changed = None
         for gone in [key for key in self._shown if key not in present]:
             self.remove_row(gone)
             del self._shown[gone]
@@ -217,10 +225,16 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
             cells = request_cells(request)
             before = self._shown.get(request_id)
             if before is None:
+                # Appended after the rows on screen: only its own line is new, unless a
+                # column grows (every line is drawn again).
                 self.add_row(*(_text(cells[i]) for i in self._columns), key=request_id)
                 for column, new in zip(COLUMNS, cells):
-                    self._widths[column.key] = max(self._widths[column.key], cell_len(new[0]))
-                changed = None
+                    width = cell_len(new[0])
+                    if width > self._widths[column.key]:
+                        self._widths[column.key] = width
+                        changed = None
+                if changed is not None:
+                    changed.append(request_id)
             elif before != cells:
                 for index, (column, old, new) in enumerate(zip(COLUMNS, before, cells)):
                     if old != new:

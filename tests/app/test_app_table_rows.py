@@ -99,3 +99,19 @@ async def test_a_table_of_auto_height_still_grows_with_its_rows_up_to_its_cap() 
         assert grown == sorted(grown) and len(set(grown)) > 3  # one line per row, then
         assert set(heights[heights.index(cap) :]) == {cap}  # no more: it scrolls instead
         assert table.show_vertical_scrollbar
+
+
+async def test_rows_drawn_round_by_round_equal_the_table_drawn_at_once() -> None:
+    stepped = one_arrival_per_round()
+    async with stepped.run_test(size=(160, 40)) as pilot:
+        for _ in range(8):  # each adds a row below the others and repaints only what changed
+            await pilot.press("space")
+        await pilot.pause()
+        by_rounds = stepped.export_screenshot()
+        tick = stepped.engine.tick
+    at_once = one_arrival_per_round()
+    for _ in range(tick):
+        at_once.session.step()
+    async with at_once.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        assert at_once.export_screenshot() == by_rounds
