@@ -247,6 +247,7 @@ class BlockMap(ScrollView, can_focus=True):
         self._layout: _Layout | None = None
         # Rendered lines by content, width and style: most of them are unchanged each round.
         self._strips: LRUCache[Hashable, list[Strip]] = LRUCache(1024)
+        self._legends: dict[int, Text] = {}  # the pool legend packed to a width (it is fixed)
 
     @property
     def table(self) -> Text:
@@ -307,9 +308,15 @@ class BlockMap(ScrollView, can_focus=True):
                 ],
                 header=self._text_strips(Text(self._header, style="bold"), width, style),
                 glyph_rows=glyph_rows(len(self._glyphs), width),
-                legend=self._text_strips(pool_legend(width), width, legend_style),
+                legend=self._text_strips(self._legend(width), width, legend_style),
             )
         return self._layout
+
+    def _legend(self, width: int) -> Text:
+        legend = self._legends.get(width)
+        if legend is None:
+            legend = self._legends[width] = pool_legend(width)
+        return legend
 
     def _text_strips(self, text: Text, width: int, style: VisualStyle) -> list[Strip]:
         """The same rendering a Static gives this text (Textual's Content, wrapped to width)."""

@@ -11,11 +11,12 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 from textual.actions import SkipAction
+from textual.widget import Widget
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from ..columns import CELL_PADDING, COLUMNS, ORDERS, Cell, request_cells
 from .render.keyed_table import ContentKeyedDataTable
-from .render.quiet import RefreshesHeld, refresh_rows
+from .render.quiet import RefreshesHeld, extent_keeps_box, refresh_rows, set_scroll_extent
 from .render.row_order import StableRowOrder
 from .view import View
 
@@ -37,6 +38,7 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
         # update widths, so ask only when a cell outgrows it (keeps 64-row refreshes cheap).
         self._widths: dict[str, int] = {}
 
+        self._rows_repainted = False  # inside show(): the changed lines are repainted
         self._columns: tuple[int, ...] = ()  # indexes into COLUMNS of the columns shown
         self._view: View | None = None
         self.order: str | None = None  # the column rows are sorted by (None: submission)
@@ -154,6 +156,45 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
             self.refresh(layout=True)
         elif repaint:
             self._refresh_rows(changed)
+        self._update_dimensions_now()
+
+    def _update_dimensions_now(self) -> None:
+        """Measure grown cells and fit the scroll range to rows that came or went now, as
+        DataTable does on idle: its scrollbar's repaint then reaches the rows' frame, not
+        one ~30 ms later."""
+        updated, new_rows = getattr(self, "_updated_cells", None), getattr(self, "_new_rows", None)
+        if not isinstance(updated, set) or not isinstance(new_rows, set):
+            return  # another Textual: its idle handler does this
+        if updated:
+            cells = updated.copy()
+            updated.clear()
+            self._update_column_widths(cells)
+        if getattr(self, "_require_update_dimensions", False):
+            self._require_update_dimensions = False
+            rows = new_rows.copy()
+            new_rows.clear()
+            self._rows_repainted = True  # show() repainted the lines that changed
+            try:
+                self._update_dimensions(rows)
+            finally:
+                self._rows_repainted = False
+
+    def _update_dimensions(self, *arguments: Any) -> None:
+        # DataTable calls this on idle once rows came or went, and its new virtual size lays
+        # out the whole screen, whose scrollbar refreshes then paint a second frame. While
+        # the table's box and scrollbar stay as they are, set the extent without a layout.
+        before = self.virtual_size
+        with self.refreshes_held() as wanted:
+            super()._update_dimensions(*arguments)  # type: ignore[misc]
+        after = self.virtual_size
+        repaint, layout = wanted
+        if layout and (after == before or not extent_keeps_box(self, before, after)):
+            self.refresh(layout=True)
+        elif layout:
+            self.set_reactive(Widget.virtual_size, before)
+            set_scroll_extent(self, after, repaint=not self._rows_repainted)
+        elif repaint:
+            self.refresh()
 
     def _refresh_rows(self, changed: list[str] | None) -> None:
         """Repaint the rows on screen whose cells changed (None: the whole table).
@@ -170,16 +211,19 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
         refresh_rows(self, (y for y in rows if 0 <= y < height), width)
 
     def _show(self, view: View) -> list[str] | None:
-        """Bring the rows up to date; returns the requests whose cells changed, or None if
-        rows came or went or a column grew (the table's lines moved)."""
+        """Bring the rows up to date; returns the requests whose lines changed (rows added at
+        the end included), or None if rows went, the order changed or a column grew (the
+        table's lines moved)."""
         changed: list[str] | None = []
         wanted = self._wanted(view)
         present = set(wanted)
         kept = [key for key in self._shown if key in present]
-        if kept + [key for key in wanted if key not in self._shown] != wanted:
+        reordered = kept + [key for key in wanted if key not in self._shown] != wanted
+        if reordered:
             self.clear()  # a sorted table whose order changed: its rows again, in order
             self._shown.clear()
             self._drawn_from.clear()
+            changed = None
         for gone in [key for key in self._shown if key not in present]:
             self.remove_row(gone)
             del self._shown[gone]
@@ -195,10 +239,16 @@ class RequestTable(RefreshesHeld, StableRowOrder, ContentKeyedDataTable[Text]):
             cells = request_cells(request)
             before = self._shown.get(request_id)
             if before is None:
+                # Appended after the rows on screen: only its own line is new, unless a
+                # column grows (every line is drawn again).
                 self.add_row(*(_text(cells[i]) for i in self._columns), key=request_id)
                 for column, new in zip(COLUMNS, cells):
-                    self._widths[column.key] = max(self._widths[column.key], cell_len(new[0]))
-                changed = None
+                    width = cell_len(new[0])
+                    if width > self._widths[column.key]:
+                        self._widths[column.key] = width
+                        changed = None
+                if changed is not None:
+                    changed.append(request_id)
             elif before != cells:
                 for index, (column, old, new) in enumerate(zip(COLUMNS, before, cells)):
                     if old != new:

@@ -1,0 +1,117 @@
+"""A request table that gains a row each round: the screen is laid out again only when the
+table's box or scrollbar must change; otherwise its scroll range grows in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+
+from deepinfer_tui.app import DebuggerApp
+from deepinfer_tui.scenario import parse_scenario
+from deepinfer_tui.session import Session
+from deepinfer_tui.widgets import RequestTable
+
+REQUESTS = 40
+
+
+def one_arrival_per_round() -> DebuggerApp:
+    """Requests that arrive one per round and run long: none finishes during a test."""
+    document = {
+        "schema": 1,
+        "name": "arrivals",
+        "description": "one request arrives per round",
+        "seed": 7,
+        "model": {"vocab_size": 32, "width": 16, "depth": 3, "window": 4},
+        "config": {"max_active": 8, "block_size": 16, "num_blocks": 400},
+        "events": [
+            {
+                "tick": tick,
+                "submit": {"id": f"r{tick + 1}", "prompt": [1, 2, 3], "max_tokens": 200},
+            }
+            for tick in range(REQUESTS)
+        ],
+    }
+    return DebuggerApp(Session(parse_scenario(document, "test scenario")))
+
+
+async def press_counting_layouts(app: DebuggerApp, pilot: Pilot[Any]) -> int:
+    """Press space; how many times the screen was laid out before the frame settled."""
+    layouts: list[object] = []
+    signal = app.screen.screen_layout_refresh_signal
+    signal.subscribe(app, layouts.append, immediate=True)
+    try:
+        await pilot.press("space")
+        await pilot.pause()
+    finally:
+        signal.unsubscribe(app)
+    return len(layouts)
+
+
+def assert_scroll_range_fits_rows(table: RequestTable) -> None:
+    height = table.row_count + table.header_height
+    assert table.virtual_size.height == height
+    if table.show_vertical_scrollbar:
+        assert table.vertical_scrollbar.window_virtual_size == height
+    assert table.max_scroll_y == max(0, height - table.scrollable_content_region.height)
+
+
+async def test_a_new_row_in_a_table_of_fixed_height_lays_nothing_out() -> None:
+    app = one_arrival_per_round()
+    async with app.run_test(size=(160, 40)) as pilot:  # wide: the table is as tall as its pane
+        table = app.query_one(RequestTable)
+        for _ in range(3):  # past the first rounds' changes of keys and panes
+            await pilot.press("space")
+        await pilot.pause()
+        room = table.scrollable_content_region.height
+        quiet = overflowing = 0
+        while table.row_count < REQUESTS:
+            rows, box = table.row_count, table.region
+            before = rows + table.header_height > room
+            layouts = await press_counting_layouts(app, pilot)
+            assert table.row_count == rows + 1
+            assert_scroll_range_fits_rows(table)
+            after = table.row_count + table.header_height > room
+            assert table.show_vertical_scrollbar == after
+            if before == after:  # the scrollbar neither came nor went
+                assert table.region == box
+                assert layouts == 0, f"row {table.row_count} laid the screen out"
+                quiet += 1
+                overflowing += after
+        assert overflowing and quiet > overflowing  # both kinds of round were seen
+        table.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert table.scroll_y == table.max_scroll_y > 0  # the newest row can be scrolled to
+
+
+async def test_a_table_of_auto_height_still_grows_with_its_rows_up_to_its_cap() -> None:
+    app = one_arrival_per_round()
+    async with app.run_test(size=(120, 40)) as pilot:  # narrow: the table's height follows
+        table = app.query_one(RequestTable)
+        heights = []
+        while table.row_count < 20:
+            await pilot.press("space")
+            await pilot.pause()
+            assert_scroll_range_fits_rows(table)
+            heights.append(table.outer_size.height)
+        cap = max(heights)
+        grown = heights[: heights.index(cap) + 1]
+        assert grown == sorted(grown) and len(set(grown)) > 3  # one line per row, then
+        assert set(heights[heights.index(cap) :]) == {cap}  # no more: it scrolls instead
+        assert table.show_vertical_scrollbar
+
+
+async def test_rows_drawn_round_by_round_equal_the_table_drawn_at_once() -> None:
+    stepped = one_arrival_per_round()
+    async with stepped.run_test(size=(160, 40)) as pilot:
+        for _ in range(8):  # each adds a row below the others and repaints only what changed
+            await pilot.press("space")
+        await pilot.pause()
+        by_rounds = stepped.export_screenshot()
+        tick = stepped.engine.tick
+    at_once = one_arrival_per_round()
+    for _ in range(tick):
+        at_once.session.step()
+    async with at_once.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        assert at_once.export_screenshot() == by_rounds
