@@ -92,3 +92,23 @@ async def test_a_replays_help_lists_home_and_end_and_not_the_speed_keys() -> Non
         rows = help_rows(app)
         assert rows["home"] == "first" and rows["end"] == "last"
         assert "+ =" not in rows and rows["6"] == "diff"
+
+
+async def test_a_key_that_becomes_available_is_undimmed_in_place() -> None:
+    # Only availability changed: the footer keeps its key widgets (no rebuild, no relayout)
+    # and undims undo once a round can be undone; a rebuilt footer would dim it the same way.
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        footer = app.query_one("#footer")
+        before = {key.action: key for key in footer.query("FooterKey")}
+        assert before["undo"].has_class("-disabled")  # nothing to undo yet
+        await pilot.press("space")
+        await pilot.pause()
+        after = {key.action: key for key in footer.query("FooterKey")}
+        assert not after["undo"].has_class("-disabled")
+        assert all(after[action] is key for action, key in before.items())
+        await pilot.press("u")  # back to the start: nothing to undo again
+        await pilot.pause()
+        assert after["undo"].has_class("-disabled")
+        assert footer.query("FooterKey").first() is next(iter(after.values()))
