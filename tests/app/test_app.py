@@ -654,7 +654,9 @@ async def test_garbage_collection_comes_back_when_a_screen_swallows_the_frame() 
             await pilot.pause(0.2)
             while len(app.screen_stack) > 1:
                 await pilot.press("escape")
-        await pilot.pause(GC_PAUSE_LIMIT + 0.2)
+        await wait_until(
+            pilot, lambda: gc.isenabled() and not app.collector.paused, seconds=GC_PAUSE_LIMIT + 0.2
+        )
         assert gc.isenabled() and not app.collector.paused
     assert gc.isenabled()
 
@@ -971,7 +973,8 @@ async def test_keys_in_one_burst_act_on_the_row_the_cursor_moved_to() -> None:
         await select(pilot, app, "request-1")
         for key, character in (("down", None), ("c", "c")):
             app.post_message(events.Key(key, character))
-        await pilot.pause(0.2)
+        await wait_until(pilot, lambda: app.session.operations[-1]["op"] == "cancel")
+        await pilot.pause()  # the panes follow the cancel
         assert app.session.operations[-1] == {"op": "cancel", "id": "request-2"}
         assert request_view(app, "request-1")["finish_reason"] is None
         assert app.query_one(BlockMap).border_title == "KV blocks · request-2"
