@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from textual.command import CommandList
+from textual.command import CommandList, CommandPalette
 from textual.content import Content
 from textual.geometry import Region
 from textual.pilot import Pilot
@@ -43,6 +43,22 @@ def palette_prompts(app: DebuggerApp) -> list[str]:
         assert isinstance(prompt, Content)
         prompts.append(prompt.plain.split("\n")[0])
     return prompts
+
+
+def palette_listed(app: DebuggerApp) -> bool:
+    """The command palette is open and has listed its hits for what is typed in it (it
+    searches in a worker that adds the hits in batches)."""
+    palette = app.screen
+    return (
+        isinstance(palette, CommandPalette)
+        and palette.has_class("-ready")  # its first search has run
+        and not any(
+            worker.node is palette
+            and worker.group == palette._GATHER_COMMANDS_GROUP
+            and not worker.is_finished
+            for worker in app.workers
+        )
+    )
 
 
 def shown_lines(widget: Widget) -> list[str]:

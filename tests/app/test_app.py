@@ -29,7 +29,7 @@ from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar
 from deepinfer_tui.widgets.view import View
 from tests.app import tour
-from tests.app.helpers import make_app, messages, shown_lines, wait_until
+from tests.app.helpers import make_app, messages, palette_listed, shown_lines, wait_until
 
 SIZE = (120, 40)
 
@@ -654,7 +654,9 @@ async def test_garbage_collection_comes_back_when_a_screen_swallows_the_frame() 
             await pilot.pause(0.2)
             while len(app.screen_stack) > 1:
                 await pilot.press("escape")
-        await pilot.pause(GC_PAUSE_LIMIT + 0.2)
+        await wait_until(
+            pilot, lambda: gc.isenabled() and not app.collector.paused, seconds=GC_PAUSE_LIMIT + 0.2
+        )
         assert gc.isenabled() and not app.collector.paused
     assert gc.isenabled()
 
@@ -976,7 +978,8 @@ async def test_keys_in_one_burst_act_on_the_row_the_cursor_moved_to() -> None:
         await select(pilot, app, "request-1")
         for key, character in (("down", None), ("c", "c")):
             app.post_message(events.Key(key, character))
-        await pilot.pause(0.2)
+        await wait_until(pilot, lambda: app.session.operations[-1]["op"] == "cancel")
+        await pilot.pause()  # the panes follow the cancel
         assert app.session.operations[-1] == {"op": "cancel", "id": "request-2"}
         assert request_view(app, "request-1")["finish_reason"] is None
         assert app.query_one(BlockMap).border_title == "KV blocks · request-2"
@@ -1003,7 +1006,8 @@ async def test_brackets_in_a_request_id_show_as_text(tmp_path: Path) -> None:
         ):
             assert title in drawn
         await pilot.press("e", "ctrl+s")
-        await pilot.pause(0.5)
+        await wait_until(pilot, lambda: not app._exporting)  # the export worker has ended
+        await pilot.pause()
         assert all(n.severity != "error" for n in app._notifications)
         assert len(list(tmp_path.iterdir())) == 6  # five export files and the screenshot
 
@@ -1023,7 +1027,7 @@ async def test_enter_twice_in_the_palette_runs_the_command_once() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("space", "space")
         await pilot.press("ctrl+p", *"undo")
-        await pilot.pause(0.3)
+        assert await wait_until(pilot, lambda: palette_listed(app))
         for _ in range(2):  # one burst: the second arrives while the palette is closing
             app.post_message(events.Key("enter", "\r"))
         await pilot.pause(0.5)
@@ -1039,9 +1043,9 @@ async def test_the_palette_over_a_dialog_lists_debugger_actions_as_unavailable()
         assert app.action_available("step")
         await pilot.press("a")  # the add dialog
         await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
+        await wait_until(pilot, lambda: palette_listed(app))
         assert isinstance(app.screen, CommandPalette)
         assert not app.action_available("step")  # listed "(not available now)"
         await pilot.press("escape", "escape")
-        await pilot.pause(0.1)
+        await wait_until(pilot, lambda: app.action_available("step"))
         assert app.action_available("step")

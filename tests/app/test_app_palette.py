@@ -12,7 +12,7 @@ from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.session import Session
-from tests.app.helpers import make_app, messages, palette_prompts, wait_until
+from tests.app.helpers import make_app, messages, palette_listed, palette_prompts, wait_until
 
 SIZE = (120, 40)
 NO_TOKENS = "request-1 has no generated tokens to roll back"
@@ -29,12 +29,13 @@ async def run_from_palette(pilot: Any, app: DebuggerApp, query: str, keys: str) 
     """Type `query` into the palette and press Enter on the top hit, which must be the entry
     whose keys are `keys`."""
     await pilot.press("ctrl+p")
-    await pilot.pause(0.2)
+    assert await wait_until(pilot, lambda: palette_listed(app))
     await pilot.press(*query)
-    await pilot.pause(0.3)
+    assert await wait_until(pilot, lambda: palette_listed(app))
     assert f"[{keys}]" in highlighted_prompt(app)
     await pilot.press("enter")
-    await pilot.pause(0.2)
+    await wait_until(pilot, lambda: not isinstance(app.screen, CommandPalette))
+    await pilot.pause()  # the command runs once the palette has closed
     assert not isinstance(app.screen, CommandPalette)
 
 
@@ -42,7 +43,7 @@ async def test_every_palette_entry_shows_its_keys() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("ctrl+p")
-        await pilot.pause(0.3)
+        assert await wait_until(pilot, lambda: palette_listed(app))
         prompts = palette_prompts(app)
         expected = {
             "Run one engine round": "[space n]",
@@ -59,7 +60,7 @@ async def test_every_palette_entry_shows_its_keys() -> None:
             assert prompt.startswith(f"{title} {keys}"), prompt
         # A typed search highlights the hits and still shows the keys.
         await pilot.press(*"cancel")
-        await pilot.pause(0.3)
+        assert await wait_until(pilot, lambda: palette_listed(app))
         assert highlighted_prompt(app) == "Cancel the selected request [c]"
 
 
@@ -102,9 +103,9 @@ async def test_the_palette_offers_only_the_screenshot_into_the_export_folder(
     app = make_app(export_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
+        assert await wait_until(pilot, lambda: palette_listed(app))
         await pilot.press(*"screensh")
-        await pilot.pause(0.3)
+        assert await wait_until(pilot, lambda: palette_listed(app))
         prompts = palette_prompts(app)
         assert prompts == ["Save this screen as an SVG [ctrl+s]"]
         await pilot.press("enter")
