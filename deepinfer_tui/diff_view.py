@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.text import Text
 
@@ -207,6 +207,13 @@ def _request_line(change: RequestChange) -> Text:
         line.append(f"-{' '.join(map(str, change.rolled_back))} ", style=REMOVED.style)
     line.rstrip()
     return line
+
+
+class FrameBefore(NamedTuple):
+    """The frame a diff starts from, and the operation that led from it ("step")."""
+
+    snapshot: Snapshot
+    since: str
 
 
 class FrameMemory:

@@ -21,6 +21,7 @@ from rich.tree import Tree
 from .cache_view import cache_lines, cache_policy
 from .columns import COLUMNS, request_cells
 from .describe import describe, format_blocks, format_tokens, plural, ttl_cache_entries
+from .diff_view import FrameBefore
 from .document_views import view_sections
 from .legend import BLOCK_MARKS, SLOT_MARKS, Mark, pool_legend
 from .tree_view import (
@@ -338,9 +339,11 @@ def commit_log(log: list[dict[str, Any]]) -> RenderableType:
     return Text("\n".join(describe(event) for event in log))
 
 
-def snapshot_document(snapshot: dict[str, Any], log: list[dict[str, Any]]) -> Group:
+def snapshot_document(
+    snapshot: dict[str, Any], log: list[dict[str, Any]], before: FrameBefore | None = None
+) -> Group:
     """Everything, in reading order: figures, requests, each request, cache, timeline,
-    round, metrics, full log."""
+    round, metrics, the round diff (against `before`), full log."""
     return Group(
         Rule(Text(document_title(snapshot))),  # a Text: a scenario name is not markup
         header(snapshot),
@@ -350,7 +353,7 @@ def snapshot_document(snapshot: dict[str, Any], log: list[dict[str, Any]]) -> Gr
         request_table(snapshot),
         *(request_section(request, snapshot["tick"]) for request in snapshot["requests"]),
         prefix_cache_section(snapshot, log),
-        *view_sections(snapshot, log),  # the timeline, the round, the metrics
+        *view_sections(snapshot, log, before),  # the timeline, round, metrics, diff
         Rule(f"Commit log · {len(log)} entries"),
         commit_log(log),
     )

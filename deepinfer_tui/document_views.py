@@ -17,6 +17,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 
 from .describe import plural
+from .diff_view import FrameBefore, diff_lines, round_diff
 from .metrics_view import clock_line, engine_lines, itl_sparkline, request_table
 from .round_view import last_schedule, round_lines
 from .timeline_view import (
@@ -31,6 +32,10 @@ from .timeline_view import (
 
 Event = dict[str, Any]
 NOTHING_YET = "no round has run yet"
+NO_FRAME_BEFORE = (
+    "no frame before this one was kept: the app's export (e) and `export --steps N` (N > 0) "
+    "show what the last operation changed"
+)
 
 
 class Drawn:
@@ -43,9 +48,26 @@ class Drawn:
         yield Text("\n").join(self.draw(options.max_width))
 
 
-def view_sections(snapshot: dict[str, Any], log: list[Event]) -> list[Group]:
-    """The timeline, the round and the metrics, in the order of their keys (3, 4, 5)."""
-    return [timeline_section(snapshot, log), round_section(log), metrics_section(snapshot)]
+def view_sections(
+    snapshot: dict[str, Any], log: list[Event], before: FrameBefore | None = None
+) -> list[Group]:
+    """The timeline, the round, the metrics and the round diff, in the order of their keys
+    (3, 4, 5, 6)."""
+    return [
+        timeline_section(snapshot, log),
+        round_section(log),
+        metrics_section(snapshot),
+        diff_section(snapshot, before),
+    ]
+
+
+def diff_section(snapshot: dict[str, Any], before: FrameBefore | None) -> Group:
+    """What the last operation changed, as the diff pane (key 6) shows it."""
+    if before is None:
+        lines = [Text(NO_FRAME_BEFORE, "bright_black")]
+    else:
+        lines = diff_lines(round_diff(before.snapshot, snapshot), before.since)
+    return Group(_heading("Round diff"), *lines)
 
 
 def _heading(text: str) -> Text:

@@ -25,6 +25,7 @@ from typing import Any
 
 from rich.console import Console
 
+from .diff_view import FrameBefore
 from .document import document_title, snapshot_document
 from .perfetto import perfetto_trace
 from .session import Session
@@ -94,7 +95,10 @@ def free_stem(directory: Path, stem: str, suffixes: Iterable[str]) -> str:
 
 
 def record_document(
-    snapshot: dict[str, Any], log: list[dict[str, Any]], width: int = DOCUMENT_WIDTH
+    snapshot: dict[str, Any],
+    log: list[dict[str, Any]],
+    width: int = DOCUMENT_WIDTH,
+    before: FrameBefore | None = None,
 ) -> Console:
     """Render the document once into a recording console (fixed width, no environment)."""
     console = Console(
@@ -110,14 +114,15 @@ def record_document(
         markup=False,  # request ids and scenario names are text, whatever brackets they hold
         _environ={},  # COLUMNS, NO_COLOR and friends must not change an export
     )
-    console.print(snapshot_document(snapshot, log))
+    console.print(snapshot_document(snapshot, log, before))
     return console
 
 
-def render_document(session: Session) -> dict[str, str]:
-    """SVG, HTML and text from one recording (clear=False keeps it for the next export)."""
+def render_document(session: Session, before: FrameBefore | None = None) -> dict[str, str]:
+    """SVG, HTML and text from one recording (clear=False keeps it for the next export);
+    `before`: the frame before the last operation, for the round diff."""
     snapshot = session.snapshot()
-    console = record_document(snapshot, session.log())
+    console = record_document(snapshot, session.log(), before=before)
     title = document_title(snapshot)
     svg = console.export_svg(title=title, clear=False, unique_id="deepinfer-trace")
     page = console.export_html(clear=False)
@@ -132,12 +137,14 @@ def render_document(session: Session) -> dict[str, str]:
 # -- writing -----------------------------------------------------------------------------------
 
 
-def render_exports(session: Session, formats: Iterable[str] = ALL_FORMATS) -> dict[str, str]:
+def render_exports(
+    session: Session, formats: Iterable[str] = ALL_FORMATS, before: FrameBefore | None = None
+) -> dict[str, str]:
     """Every requested format as text, keyed by format name (nothing is written)."""
     chosen = check_formats(formats)
     texts: dict[str, str] = {}
     if {"svg", "html", "txt"} & set(chosen):
-        texts.update(render_document(session))
+        texts.update(render_document(session, before))
     if "json" in chosen:
         texts["json"] = json.dumps(trace_data(session), indent=1, allow_nan=False) + "\n"
     if "perfetto" in chosen:
@@ -146,11 +153,14 @@ def render_exports(session: Session, formats: Iterable[str] = ALL_FORMATS) -> di
 
 
 def export_all(
-    session: Session, directory: Path, formats: Iterable[str] = ALL_FORMATS
+    session: Session,
+    directory: Path,
+    formats: Iterable[str] = ALL_FORMATS,
+    before: FrameBefore | None = None,
 ) -> list[Path]:
     """Write the chosen formats into `directory` (created if missing); returns the paths."""
     directory = Path(directory)
-    texts = render_exports(session, formats)
+    texts = render_exports(session, formats, before)
     make_export_folder(directory)
     stem = free_stem(directory, base_name(session), (SUFFIXES[name] for name in texts))
     files = {directory / f"{stem}{SUFFIXES[name]}": text for name, text in texts.items()}

@@ -15,6 +15,7 @@ from textual.widgets._toast import ToastRack
 from textual.worker import Worker, WorkerState
 
 from .describe import error_message
+from .diff_view import FrameBefore
 from .export import export_all, free_stem, make_export_folder, safe_name, write_atomically
 from .session import Session
 
@@ -25,14 +26,17 @@ EXPORT_WORKER = "export"
 
 
 def start_export(
-    host: DOMNode, session: Callable[[], Session], directory: Path
+    host: DOMNode,
+    session: Callable[[], Session],
+    directory: Path,
+    before: FrameBefore | None = None,
 ) -> Worker[list[Path]]:
     """Write every export of `session()` into `directory` on a thread owned by `host` (Textual
     cancels it with its owner; one export at a time). `session` is called on the thread: a
     replay's frame is re-executed there, not on the event loop."""
 
     def export() -> list[Path]:
-        return export_all(session(), directory)
+        return export_all(session(), directory, before=before)
 
     return host.run_worker(
         export,
@@ -119,11 +123,14 @@ class ExportActions:
         self.refresh_view()  # the header says an export is being written until it is
         # A trace being viewed exports the frame on screen, not the end of the trace.
         replay = self.replay
+        # The frame before the one exported, as the diff pane (key 6) compares them.
+        previous = self.view.previous
+        before = None if previous is None else FrameBefore(previous, self.view.since)
         if replay is None:
-            start_export(self, lambda: self._session, self.export_dir)
+            start_export(self, lambda: self._session, self.export_dir, before)
         else:
             position = replay.position
-            start_export(self, lambda: replay.session_at(position), self.export_dir)
+            start_export(self, lambda: replay.session_at(position), self.export_dir, before)
 
     def on_worker_state_changed(self: DebuggerApp, event: Worker.StateChanged) -> None:
         if not is_export(event.worker) or not event.worker.is_finished:

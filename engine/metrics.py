@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
 from .request import Event, EventLog
@@ -69,6 +68,9 @@ class _Request:
     queued_round: int = 0
     scheduled_round: int | None = None
     token_rounds: list[int] = field(default_factory=list)  # the round of each generated token
+    # Kept as the trace is folded, so a snapshot's timing costs no walk over every token.
+    token_clocks: list[float | None] = field(default_factory=list)  # each token's round's clock
+    itl: list[float] = field(default_factory=list)  # between consecutive tokens' clocks
     finished_round: int | None = None
     finished_fallback: float | None = None  # the last reading before it, if its round has none
     preemptions: int = 0
@@ -129,7 +131,7 @@ class Observer:
         elif request is None:
             return
         elif kind == "commit":
-            request.token_rounds.extend([tick] * len(event["tokens"]))
+            self._add_tokens(request, tick, len(event["tokens"]))
             if event["verified"]:
                 self.drafting_rounds += 1
                 self.accepted += event["accepted"]
@@ -145,8 +147,22 @@ class Observer:
         elif kind == "finished":
             request.finished_round, request.finished_fallback = tick, self.latest
         elif kind == "rollback" and event["removed"]:  # removing nothing reopens nothing
-            del request.token_rounds[len(request.token_rounds) - len(event["removed"]) :]
+            kept = len(request.token_rounds) - len(event["removed"])
+            del request.token_rounds[kept:], request.token_clocks[kept:]
+            del request.itl[max(0, kept - 1) :]
             request.finished_round = request.finished_fallback = None  # reopened
+
+    def _add_tokens(self, request: _Request, tick: int, count: int) -> None:
+        """`count` tokens committed in round `tick`: k tokens give k intervals (the gap since
+        the previous token, then k - 1 zeros), as vLLM counts them."""
+        if not count:
+            return
+        clock = self.clock_of(tick)
+        if request.token_clocks:
+            request.itl.append(clock - request.token_clocks[-1])  # type: ignore[operator]
+        request.itl.extend([0.0] * (count - 1))
+        request.token_rounds.extend([tick] * count)
+        request.token_clocks.extend([clock] * count)
 
     def _fold_schedule(self, event: Event) -> None:
         tick = event["tick"]
@@ -206,8 +222,7 @@ class Observer:
 
     def _timing(self, request_id: str) -> dict[str, Any]:
         request = self.requests.get(request_id, _Request())
-        rounds = request.token_rounds
-        token_clocks = [self.clock_of(tick) for tick in rounds]
+        rounds, token_clocks = request.token_rounds, request.token_clocks
         queued = request.queued
         scheduled = self.clock_of(request.scheduled_round)
         first = token_clocks[0] if token_clocks else None
@@ -230,7 +245,7 @@ class Observer:
             "prefill_time": _interval(scheduled, first),
             "decode_time": _interval(first, last),
             "e2e": _interval(queued, finished),
-            "itl": [b - a for a, b in pairwise(token_clocks)],
+            "itl": list(request.itl),  # a copy: the fold goes on growing its own
             "preemptions": request.preemptions,
             "recomputed_positions": request.recomputed_positions,
         }

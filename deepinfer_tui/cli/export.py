@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..diff_view import FrameBefore
 from ..export import ALL_FORMATS, DEFAULT_EXPORT_DIR, export_all, parse_formats
 from .common import open_session, print_json, scenario_from
 from .exits import PROG, UsageError
@@ -22,7 +23,8 @@ SUMMARY = "step a scenario and write trace-snapshot files"
 DETAILS = """\
 Writes, named by scenario and tick (e.g. default-t0005.*): the trace-snapshot document
 as .svg, .html and .txt (every request, block map, draft tree, the prefix cache, the
-timeline, the last round's budget, the serving metrics and the whole commit log), the
+timeline, the last round's budget, the serving metrics, with --steps N the last round's
+diff, and the whole commit log), the
 replayable JSON trace (.trace.json) and a Chrome trace-event file (.perfetto.json:
 per-request intervals and counter tracks) for ui.perfetto.dev or chrome://tracing.
 Files appear whole or not at all."""
@@ -56,11 +58,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(f"{PROG} export: --format: {error}") from None
     session = open_session(scenario_from(args.scenario, args))
-    steps = 0
+    steps, before = 0, None
     while session.can_step() and (args.steps is None or steps < args.steps):
+        if args.steps is not None and steps == args.steps - 1:  # the last: keep the frame
+            before = FrameBefore(session.snapshot(), "step")  # before it for the round diff
         session.step()
         steps += 1
-    paths = export_all(session, Path(args.out), formats)
+    paths = export_all(session, Path(args.out), formats, before)
     if args.json:
         print_json(
             {
