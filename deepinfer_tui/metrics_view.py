@@ -71,7 +71,10 @@ def _clock_line(serving: Mapping[str, Any], never_moved: bool) -> Text:
         added = _ms(serving.get("synthetic_seconds", 0.0))
         return Text(f"ms · SYNTHETIC clock: modelled, not measured (+{added})", style="yellow")
     if never_moved:  # the injected clock moves only when told to (t, or the scenario)
-        return Text("ms · the clock never moved: all 0 (synthetic_clock)", style="bright_black")
+        return Text(
+            "ms · all 0: the clock stood still while they ran (synthetic_clock models a cost)",
+            style="bright_black",
+        )
     return Text("ms · the injected clock", style="bright_black")
 
 

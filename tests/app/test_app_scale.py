@@ -93,9 +93,9 @@ async def test_the_header_says_an_export_is_being_written_until_it_is(
     release = threading.Event()
     real_export = export_worker.export_all
 
-    def slow_export(session: Session, directory: Path) -> list[Path]:
+    def slow_export(session: Session, directory: Path, **options: Any) -> list[Path]:
         release.wait(10)
-        return real_export(session, directory)
+        return real_export(session, directory, **options)
 
     monkeypatch.setattr(export_worker, "export_all", slow_export)
     app = make_app(export_dir=tmp_path)

@@ -44,7 +44,7 @@ async def test_key_5_shows_the_metrics_of_the_selected_request() -> None:
         pane = app.query_one("#metrics")
         assert pane.display and not app.query_one("#timeline").display
         lines = shown_lines(pane.query_one("#metrics-lines"))  # inside the scrolling pane
-        assert lines[0].startswith("ms · the clock never moved")  # the default scenario's
+        assert lines[0].startswith("ms · all 0: the clock stood still")  # the default scenario's
         assert any(line.split()[:2] == ["id", "ttft"] for line in lines)
         assert any(line.startswith("prefix hits:") for line in lines)
         assert any(line.startswith("ITL request-1 ") for line in lines)  # its sparkline

@@ -61,7 +61,10 @@ def test_a_clock_that_never_moved_is_pointed_out() -> None:
     engine.step()
     engine.step()
     shown = plain(metrics_lines(engine.snapshot(), 200, "r"))
-    assert shown[0] == "ms · the clock never moved: all 0 (synthetic_clock)"
+    assert (
+        shown[0]
+        == "ms · all 0: the clock stood still while they ran (synthetic_clock models a cost)"
+    )
     row = next(line for line in shown if line.startswith("r "))
     assert row.split()[:4] == ["r", "0.0", "0.0", "0.0"]
     assert plain(metrics_lines(three_rounds().snapshot(), 200, "r"))[0] == (
