@@ -57,17 +57,11 @@ class Scheduler:
         log: EventLog,
         counters: dict[str, int],
     ) -> None:
-        self.config = config
-        self.kv_models = kv_models
-        self.blocks = blocks
-        self.prefixes = prefixes
-        self.history = history
-        self.log = log
-        self.counters = counters
+        self.config, self.kv_models, self.blocks = config, kv_models, blocks
+        self.prefixes, self.history, self.log, self.counters = prefixes, history, log, counters
         self.requests: dict[str, Request] = {}
         self.queue: deque[str] = deque()  # every unfinished request, between rounds
-        self.admissions = 0
-        self.admissions_before_round = 0
+        self.admissions = self.admissions_before_round = 0  # later numbers: admitted this round
         self.finished: list[str] = []  # finish order, for run()'s delivery
         self.delivered: set[str] = set()  # results run() or generate() returned
         # The models' identities at the last check for replaced weights (None: check again).
@@ -199,7 +193,7 @@ class Scheduler:
         """This round's batch, each request's rows inside the token budget; the batch leaves
         the queue, everyone else keeps their place."""
         self.now = now
-        self.admissions_before_round = self.admissions  # later numbers: admitted this round
+        self.admissions_before_round = self.admissions
         cfg = self.config
         left = UNBOUNDED if cfg.token_budget is None else cfg.token_budget
         walked = self._walk()
