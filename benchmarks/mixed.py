@@ -40,7 +40,8 @@ def mixed_run(token_budget: int | None, *, long_prompt: int = LONG_PROMPT) -> di
     engine = Engine(model, config=config, clock=lambda: 0.0)
     for i in range(DECODERS):
         engine.submit([(i + j) % 64 for j in range(32)], max_tokens=64)
-    engine.step()  # the short prompts' prefill
+    while any(v["state"] != "decoding" for v in engine.snapshot()["requests"]):
+        engine.step()  # the short prompts' prefill (a small budget takes several rounds)
     steady = [_timed_step(engine) for _ in range(STEADY_ROUNDS)]
     long = engine.submit([(7 * j) % 64 for j in range(long_prompt)], max_tokens=4)
     during = []
