@@ -65,7 +65,8 @@ KEYS: tuple[Key, ...] = (
         "show_timeline",
         "3",
         "timeline",
-        "View area: every request's state in every round (queued, prefilling, decoding, ...)",
+        "View area: every request's state in every round (queued, prefilling, decoding, ...); "
+        "click a round's column to go to that round",
         group=VIEWS,
     ),
     Key(

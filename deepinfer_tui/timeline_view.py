@@ -119,10 +119,7 @@ def timeline_lines(
     grid = timeline_states(log)
     ids = ordered_ids(grid, order)
     name_width = name_width_of(ids)
-    columns = max(1, width - name_width - 1)
-    newest = newest_round(grid, tick)
-    last = max(min(newest, columns), newest - max(0, back))
-    first = max(1, last - columns + 1)
+    first, last, newest = _span(grid, tick, width - name_width - 1, back)
     # The legend names the states on screen (all of them when they all fit): a short pane
     # keeps its rows for requests.
     shown_states = {s for row in grid.values() for r, s in row.items() if first <= r <= last}
@@ -139,6 +136,27 @@ def timeline_lines(
     footer.truncate(width, overflow="ellipsis")
     lines.append(footer)
     return lines
+
+
+def _span(grid: Grid, tick: int, columns: int, back: int) -> tuple[int, int, int]:
+    """The first and last round drawn in `columns` cells, and the newest round there is."""
+    newest = newest_round(grid, tick)
+    last = max(min(newest, max(1, columns)), newest - max(0, back))
+    return max(1, last - max(1, columns) + 1), last, newest
+
+
+def round_at(
+    log: Sequence[Event], tick: int, width: int, x: int, order: Sequence[str] = (), back: int = 0
+) -> int | None:
+    """The round whose column is at cell `x` of a pane `width` wide (None: a name, or past
+    the rounds drawn); the same layout as `timeline_lines`."""
+    if tick <= 0:
+        return None
+    grid = timeline_states(log)
+    name_width = name_width_of(ordered_ids(grid, order))
+    first, last, _ = _span(grid, tick, width - name_width - 1, back)
+    round_ = first + x - name_width - 1
+    return round_ if first <= round_ <= min(last, tick) else None
 
 
 def ordered_ids(grid: Grid, order: Sequence[str] = ()) -> list[str]:

@@ -12,6 +12,7 @@ from .log_filter import next_kind
 from .screens.goto_round import GotoRoundScreen
 from .time_travel import go_to_round, reach, run_until
 from .widgets import RequestTable
+from .widgets.timeline_pane import TimelinePane
 
 if TYPE_CHECKING:
     from .app import DebuggerApp
@@ -80,6 +81,10 @@ class ViewActions:
                 go_to_round(self, target)
 
         self.push_screen(GotoRoundScreen(self.view.tick, reach(self)), go)
+
+    def on_timeline_pane_round_chosen(self: DebuggerApp, message: TimelinePane.RoundChosen) -> None:
+        if not self.closing:
+            go_to_round(self, message.round)  # refused (a notification) where G would be
 
     def action_run_until(self: DebuggerApp) -> None:
         run_until(self)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.widgets import Static
 
-from ..timeline_view import timeline_lines
+from ..timeline_view import round_at, timeline_lines
 from .view import View
 
 SCROLL_ROUNDS = 5  # rounds one arrow key scrolls by
@@ -54,6 +56,25 @@ class TimelinePane(Static, can_focus=True):
         oldest = max(0, view.tick - max(1, width - 13))
         self._back = min(max(0, self._back + pages * SCROLL_ROUNDS), oldest)
         self.show(view, selected)
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on a round's column moves the debugger to that round (as G does)."""
+        if self._shown is None:
+            return
+        view, width, *_ = self._shown
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        target = round_at(view.log, view.tick, width, offset.x, view.request_ids, self._back)
+        if target is not None and target != view.tick:
+            self.post_message(self.RoundChosen(target))
+
+    class RoundChosen(Message):
+        """The user chose round `round` on the timeline."""
+
+        def __init__(self, round_: int) -> None:
+            super().__init__()
+            self.round = round_
 
     def on_resize(self) -> None:
         """Shown before its first layout, or resized: draw the same view at the new size."""

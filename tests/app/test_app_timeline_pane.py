@@ -5,6 +5,7 @@ from __future__ import annotations
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.session import Session
+from deepinfer_tui.timeline_view import round_at
 from tests.app.helpers import shown_lines
 
 
@@ -76,3 +77,35 @@ async def test_the_focused_timeline_scrolls_to_older_rounds_and_back() -> None:
         assert "rounds 1-" in footer()
         await pilot.press("end")
         assert footer() == newest
+
+
+async def test_a_click_on_a_rounds_column_moves_the_debugger_there() -> None:
+    app = crowded_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space", "space", "space", "space", "3")
+        await pilot.pause()
+        pane = app.query_one("#timeline")
+        inset_x = pane.content_region.x - pane.region.x
+        inset_y = pane.content_region.y - pane.region.y
+        names = len("request-1")  # the column of round r: after the names and a space
+        await pilot.click("#timeline", offset=(inset_x + names + 1 + (2 - 1), inset_y + 4))
+        await pilot.pause()
+        assert app.engine.tick == 2  # back through undo, as G 2 would
+        assert pane.border_title == "Timeline · t2"
+        await pilot.click("#timeline", offset=(inset_x + 2, inset_y + 4))  # a name: no round
+        await pilot.pause()
+        assert app.engine.tick == 2
+
+
+def test_round_at_maps_cells_to_the_rounds_drawn_and_nothing_else() -> None:
+    session = Session(default_scenario().with_overrides(token_budget=4))
+    for _ in range(5):
+        session.step()
+    log, tick = session.log(), session.engine.tick
+    names = len("request-1")
+    assert [round_at(log, tick, 60, names + 1 + i) for i in range(5)] == [1, 2, 3, 4, 5]
+    assert round_at(log, tick, 60, 3) is None  # inside the names
+    assert round_at(log, tick, 60, names + 1 + 5) is None  # past the current round
+    # Scrolled back 2 rounds in a pane with room for 3 columns: rounds 1-3 are drawn.
+    assert round_at(log, tick, names + 1 + 3, names + 1, back=2) == 1
+    assert round_at(log, 0, 60, names + 1) is None  # nothing has run
