@@ -119,7 +119,8 @@ KEYS: tuple[Key, ...] = (
         "order_requests",
         "o",
         "order",
-        "Requests: sort by prompt, tokens, blocks or state (o again: the next, then as submitted)",
+        "Requests: sort by prompt, tokens, blocks, priority or state (o again: the next, then "
+        "as submitted)",
         show=False,
     ),
     Key(

@@ -68,6 +68,8 @@ ORDERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "prompt": lambda r: len(r.get("prompt", ())),
     "tokens": lambda r: len(r.get("generated", ())),
     "blocks": lambda r: len(r.get("blocks", ())),
+    # Sorted largest first like the rest: the smallest priority (admitted first) leads.
+    "priority": lambda r: -int(r.get("priority", 0)),
     "state": lambda r: (
         ("finished", "queued", "running").index(r["status"])
         if r["status"] in ("finished", "queued", "running")

@@ -407,3 +407,20 @@ async def test_the_request_table_shows_prompt_lengths_sorts_and_filters_by_state
         for _ in ORDERS:
             await pilot.press("o")
         assert table_ids(table) == list(now) and str(table.border_title) == "Requests"
+
+
+async def test_the_request_table_sorts_by_priority_the_first_admitted_first() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        for priority in (5, -2, 3):
+            app.session.submit([1, 2], max_tokens=2, priority=priority)
+        await pilot.press("space")
+        table = app.query_one(RequestTable)
+        for _ in ORDERS:  # o steps through the orders; priority is one of them
+            if "by priority" in str(table.border_title):
+                break
+            await pilot.press("o")
+        assert "by priority" in str(table.border_title)
+        priorities = {r["id"]: r["priority"] for r in app.session.snapshot()["requests"]}
+        shown = [priorities[i] for i in table_ids(table)]
+        assert shown == sorted(shown) and shown[0] == -2 and shown[-1] == 5
