@@ -38,10 +38,11 @@ SUMMARY = "run a batch of prompts through the engine and print the results"
 DETAILS = """\
 Token ids in, token ids out (the weights are random and untrained). All requests are
 submitted before round 1 and run to the end.
---input FILE: a JSON list of {prompt: [ids], max_tokens?, eos_id?, id?}.
+--input FILE: a JSON list of {prompt: [ids], max_tokens?, eos_id?, id?, priority?,
+sampling?: {temperature, top_k, top_p, seed}} (a request's sampling replaces the flags').
 Exit 1 if a request failed or the --check oracle comparison failed."""
 
-_REQUEST_FIELDS = {"prompt", "max_tokens", "eos_id", "id"}
+_REQUEST_FIELDS = {"prompt", "max_tokens", "eos_id", "id", "priority", "sampling"}
 
 
 def add_parser(commands: Any) -> None:
@@ -139,7 +140,7 @@ def _request(where: str, item: object) -> dict[str, Any]:
         isinstance(t, int) and not isinstance(t, bool) for t in prompt
     ):
         raise UsageError(f"{where}: prompt must be a list of token ids, got {shown(prompt)}")
-    for key in ("max_tokens", "eos_id"):
+    for key in ("max_tokens", "eos_id", "priority"):
         value = item.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise UsageError(f"{where}: {key} must be a whole number, got {shown(value)}")
@@ -148,6 +149,14 @@ def _request(where: str, item: object) -> dict[str, Any]:
             check_request_id(item["id"])  # the engine's own rule, before any request runs
         except ValueError as error:
             raise UsageError(f"{where}: {error}") from None
+    if item.get("sampling") is not None:
+        sampling = item["sampling"]
+        try:
+            if not isinstance(sampling, dict):
+                raise ValueError(f"expected an object of sampling settings, got {shown(sampling)}")
+            item = {**item, "sampling": SamplingParams.from_dict(sampling).to_dict()}
+        except (TypeError, ValueError) as error:
+            raise UsageError(f"{where}: sampling: {error}") from None
     return {"where": where, **item}
 
 
@@ -208,11 +217,13 @@ def _submit(
             f"has {pool_size} (raise --num-blocks or lower --max-tokens)"
         )
     submit = {"prompt": request["prompt"], "max_tokens": max_tokens, "eos_id": eos_id}
-    sampling = _sampling(args, where, index)
+    sampling = request.get("sampling") or _sampling(args, where, index)
     if sampling is not None:
         submit["sampling"] = sampling
     if request.get("id") is not None:
         submit["id"] = request["id"]
+    if request.get("priority"):
+        submit["priority"] = request["priority"]
     return submit
 
 
