@@ -68,9 +68,7 @@ class _Request:
     queued_round: int = 0
     scheduled_round: int | None = None
     token_rounds: list[int] = field(default_factory=list)  # the round of each generated token
-    # Kept as the trace is folded, so a snapshot's timing costs no walk over every token.
-    token_clocks: list[float | None] = field(default_factory=list)  # each token's round's clock
-    itl: list[float] = field(default_factory=list)  # between consecutive tokens' clocks
+    itl: list[float] = field(default_factory=list)  # folded as tokens come: no walk per read
     finished_round: int | None = None
     finished_fallback: float | None = None  # the last reading before it, if its round has none
     preemptions: int = 0
@@ -148,8 +146,7 @@ class Observer:
             request.finished_round, request.finished_fallback = tick, self.latest
         elif kind == "rollback" and event["removed"]:  # removing nothing reopens nothing
             kept = len(request.token_rounds) - len(event["removed"])
-            del request.token_rounds[kept:], request.token_clocks[kept:]
-            del request.itl[max(0, kept - 1) :]
+            del request.token_rounds[kept:], request.itl[max(0, kept - 1) :]
             request.finished_round = request.finished_fallback = None  # reopened
 
     def _add_tokens(self, request: _Request, tick: int, count: int) -> None:
@@ -157,12 +154,11 @@ class Observer:
         the previous token, then k - 1 zeros), as vLLM counts them."""
         if not count:
             return
-        clock = self.clock_of(tick)
-        if request.token_clocks:
-            request.itl.append(clock - request.token_clocks[-1])  # type: ignore[operator]
+        if request.token_rounds:
+            gap = self.clock_of(tick) - self.clock_of(request.token_rounds[-1])  # type: ignore[operator]
+            request.itl.append(gap)
         request.itl.extend([0.0] * (count - 1))
         request.token_rounds.extend([tick] * count)
-        request.token_clocks.extend([clock] * count)
 
     def _fold_schedule(self, event: Event) -> None:
         tick = event["tick"]
@@ -222,11 +218,11 @@ class Observer:
 
     def _timing(self, request_id: str) -> dict[str, Any]:
         request = self.requests.get(request_id, _Request())
-        rounds, token_clocks = request.token_rounds, request.token_clocks
+        rounds = request.token_rounds
         queued = request.queued
         scheduled = self.clock_of(request.scheduled_round)
-        first = token_clocks[0] if token_clocks else None
-        last = token_clocks[-1] if token_clocks else None
+        first = self.clock_of(rounds[0]) if rounds else None
+        last = self.clock_of(rounds[-1]) if rounds else None
         finished = self.clock_of(request.finished_round, request.finished_fallback)
         if finished is not None and request.finished_fallback is not None:
             # A cancel after its round (and maybe a submit): the reading made last before it.

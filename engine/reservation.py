@@ -130,7 +130,6 @@ class PoolSpace:
         if offer:
             self.prefixes.publish(request, self.now)
         freed = self.blocks.release_all(request, rewritten=True)
-        kept = self.prefixes.cached_length(tuple(request.tokens[:-1]), self.now)
         why = f"another request needed {counted(wanted, 'block')}; {rule}"
         if request.admitted > self.scheduler.admissions_before_round:
             # Admitted this round, it has not run: it goes back to waiting, as vLLM leaves a
@@ -138,6 +137,7 @@ class PoolSpace:
             request.waiting_for = f"free blocks: it gave its place back ({why})"
             self.log.emit("deferred", request.request_id, reason=f"gave its place back: {why}")
         else:
+            kept = self.prefixes.cached_length(tuple(request.tokens[:-1]), self.now)
             self.log.emit(
                 "preempt",
                 request.request_id,
