@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from rich.text import Text
 
-from .describe import format_blocks, plural
+from .describe import format_blocks, plural, ttl_cache_entries
 from .legend import DIFF_MARKS, Mark
 
 Snapshot = Mapping[str, Any]
@@ -95,13 +95,13 @@ def cache_entries(snapshot: Snapshot) -> dict[tuple[Any, ...], str]:
             ("blocks", int(c["block"]), str(c["hash"])): f"block #{c['block']} hash {c['hash']}"
             for c in cached
         }
-    if isinstance(cache, list):  # ttl: whole-prefix entries
+    if entries := ttl_cache_entries(snapshot):  # ttl: whole-prefix entries
         return {
             ("ttl", tuple(entry["tokens"]), tuple(entry["blocks"])): (
                 f"entry of {plural(len(entry['tokens']), 'token')} "
                 f"({format_blocks(entry['blocks'])})"
             )
-            for entry in cache
+            for entry in entries
         }
     if isinstance(cache, dict) and cache.get("tree"):  # radix: a block by the prefix it ends
         return {

@@ -142,9 +142,8 @@ def metrics_document_lines(snapshot: dict[str, Any], width: int) -> list[Text]:
     lines = [clock_line(snapshot), *request_table(requests, width)]
     lines += engine_lines(snapshot["metrics"]["serving"])
     moved = [r for r in requests if any((r.get("timing") or {}).get("itl") or [])]
-    drawn = [itl_sparkline(request, width) for request in moved]
     lines.append(Text())
-    lines += [line for line in drawn if line is not None] or [
+    lines += [itl_sparkline(request, width) for request in moved] or [  # type: ignore[list-item]
         Text("ITL sparklines: no inter-token latency above 0 ms yet", "italic")
     ]
     return lines

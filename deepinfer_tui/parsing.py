@@ -45,8 +45,7 @@ def parse_number(text: str, what: str) -> float:
     """A finite decimal number; ValueError naming `what` otherwise."""
     cleaned = text.strip()
     if not _DECIMAL.fullmatch(cleaned):
-        shown = cleaned if len(cleaned) <= 24 else cleaned[:24] + "…"
-        raise ValueError(f"{what} must be a number, got {shown!r}")
+        raise ValueError(f"{what} must be a number, got {clip(cleaned, 25)!r}")
     value = float(cleaned)
     if not math.isfinite(value):  # 1e999
         raise ValueError(f"{what} must be a finite number, got {cleaned!r}")

@@ -41,12 +41,9 @@ def _state_counters(
     blocks, requests = metrics["blocks"], metrics["requests"]
     serving = metrics["serving"]
     # Disjoint series, so the stacked blocks track adds up to the whole pool.
-    pool = {key: blocks[key] for key in ("held", "cached", "retained", "free")}
-    pool["requests"] = pool.pop("held")
+    pool = {"requests": blocks["held"], **{k: blocks[k] for k in ("cached", "retained", "free")}}
     events = [
-        counter(
-            "blocks", ts, {name: pool[name] for name in ("requests", "cached", "retained", "free")}
-        ),
+        counter("blocks", ts, pool),
         counter("KV usage %", ts, {"used": round(100 * serving["kv_usage"], 3)}),
         counter("requests", ts, {"running": requests["running"], "queued": requests["queued"]}),
         counter("acceptance %", ts, _acceptance(metrics, previous)),

@@ -9,6 +9,7 @@ here too.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -247,16 +248,10 @@ def same_value(want: Any, have: Any) -> bool:
     """Equal, except that floats need only agree within FLOAT_TOLERANCE (a trace recorded on
     one machine replays on another whose floating point rounds differently in the last bit)."""
     if isinstance(want, float) or isinstance(have, float):
-        if (
-            isinstance(want, bool | str)
-            or isinstance(have, bool | str)
-            or want is None
-            or have is None
-        ):
-            return False
-        if not isinstance(want, int | float) or not isinstance(have, int | float):
-            return False
-        return abs(want - have) <= FLOAT_TOLERANCE * max(1.0, abs(want), abs(have))
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (want, have))
+        return numbers and math.isclose(
+            want, have, rel_tol=FLOAT_TOLERANCE, abs_tol=FLOAT_TOLERANCE
+        )
     if isinstance(want, dict) and isinstance(have, dict):
         return want.keys() == have.keys() and all(same_value(want[k], have[k]) for k in want)
     if isinstance(want, list) and isinstance(have, list):

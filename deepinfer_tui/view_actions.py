@@ -64,15 +64,14 @@ class ViewActions:
             self.refresh_view()
 
     def action_first_frame(self: DebuggerApp) -> None:
-        if self.replay is not None and self.replay.back():
-            while self.replay.back():
-                pass
+        if self.replay is not None and self.replay.position != 0:
+            self.replay.seek(0)
             self.refresh_view()
 
     def action_last_frame(self: DebuggerApp) -> None:
-        if self.replay is not None and self.replay.forward():
-            while self.replay.forward():
-                pass
+        replay = self.replay
+        if replay is not None and replay.position != len(replay.frames) - 1:
+            replay.seek(len(replay.frames) - 1)
             self.refresh_view()
 
     def action_goto_round(self: DebuggerApp) -> None:
