@@ -1030,7 +1030,9 @@ async def test_enter_twice_in_the_palette_runs_the_command_once() -> None:
         assert await wait_until(pilot, lambda: palette_listed(app))
         for _ in range(2):  # one burst: the second arrives while the palette is closing
             app.post_message(events.Key("enter", "\r"))
-        await pilot.pause(0.5)
+        # The undo runs once the palette has closed; then a moment for a second one to show.
+        assert await wait_until(pilot, lambda: app.session.engine.tick <= 1)
+        await pilot.pause(0.3)
         assert len(app.screen_stack) == 1
         assert app.session.engine.tick == 1  # one undo
         await pilot.press("space")

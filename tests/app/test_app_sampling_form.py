@@ -15,7 +15,7 @@ from deepinfer_tui.screens.form import FormError
 from deepinfer_tui.tracefile import parse_trace, trace_data
 from deepinfer_tui.widgets import RequestTable
 
-from .helpers import make_app
+from .helpers import make_app, wait_until
 
 SMALL = (80, 24)
 WIDE = (140, 40)
@@ -96,7 +96,7 @@ async def test_the_add_button_clicked_submits_the_form_too() -> None:
     async with app.run_test(size=WIDE) as pilot:
         await fill(pilot, "1,2", temperature="0.5", seed="9")
         await pilot.click("#add")
-        assert not isinstance(app.screen, AddRequestScreen)
+        assert await wait_until(pilot, lambda: not isinstance(app.screen, AddRequestScreen))
         assert added(app)["sampling"] == {
             "temperature": 0.5,
             "top_k": 0,
@@ -163,5 +163,9 @@ async def test_a_refusal_in_a_small_terminal_is_scrolled_into_view() -> None:
         assert isinstance(screen, AddRequestScreen)
         error = screen.query_one(FormError)
         assert "seed must be None or an integer" in screen.error
-        dialog = screen.query_one("#form").region
-        assert error.region.height and dialog.contains_region(error.region)
+        form = screen.query_one("#form")
+        # The refusal is laid out and scrolled to on the next refreshes: wait for them.
+        assert await wait_until(
+            pilot, lambda: error.region.height and form.region.contains_region(error.region)
+        )
+        assert error.region.height and form.region.contains_region(error.region)
