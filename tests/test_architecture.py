@@ -59,7 +59,10 @@ def _loaded_by_each_core_module() -> dict[str, set[str] | str]:
     while len(loaded) < len(CORE_MODULES):
         rest = [m for m in CORE_MODULES if m not in loaded]
         done = subprocess.run(
-            [sys.executable, "-c", IMPORT_IN_TURN, *rest], capture_output=True, text=True
+            [sys.executable, "-c", IMPORT_IN_TURN, *rest],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         for line in done.stdout.splitlines():
             module, packages = json.loads(line)

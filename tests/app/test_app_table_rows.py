@@ -43,6 +43,7 @@ async def press_counting_layouts(app: DebuggerApp, pilot: Pilot[Any]) -> int:
     try:
         await pilot.press("space")
         await pilot.pause()
+        await pilot.pause()  # a layout asked for while the frame settled is counted too
     finally:
         signal.unsubscribe(app)
     return len(layouts)
