@@ -680,6 +680,34 @@ def test_length_groups_cut_only_where_padding_would_cost(
     assert model_module.length_groups(batch) == groups
 
 
+@pytest.mark.parametrize(
+    ("items", "groups"),
+    [
+        # Two decode steps beside two prefill chunks (issue 26's scenario, round 10): padded
+        # together, the steps computed 223 rows against 1,842 keys.
+        ([(208, 198), (1616, 3), (624, 3), (0, 223)], [[1, 2], [0, 3]]),
+        ([(100, 1), (120, 5), (90, 30)], [[0, 1, 2]]),  # a few rows: padding them costs little
+        ([(100, 1), (3000, 2), (100, 200)], [[0], [1], [2]]),  # rows apart, then lengths
+    ],
+)
+def test_length_groups_cut_decode_steps_apart_from_prefill_chunks(
+    items: list[tuple[int, int]], groups: list[list[int]]
+) -> None:
+    layout = TinyModel(seed=1).layout
+    batch = [
+        RowBatchItem(  # n stored rows, `rows` new ones in a chain
+            context=Rows(np.zeros((n, layout.size)), layout),
+            local=Rows.empty(layout),
+            local_positions=np.arange(0),
+            tokens=np.ones(rows, dtype=np.int64),
+            positions=np.arange(n, n + rows),
+            parents=np.arange(rows) - 1,
+        )
+        for n, rows in items
+    ]
+    assert model_module.length_groups(batch) == groups
+
+
 def test_a_long_context_is_computed_apart_from_short_ones() -> None:
     # In length groups the short requests never pad to the long one's context.
     apart, _, engine = rounds_traced(1200)

@@ -1,53 +1,72 @@
-"""Length groups: items of very different context lengths computed apart, so short contexts
-are not padded to a long one's."""
+"""Length groups: items of very different sizes computed apart, so a decode step is not padded
+to a prefill chunk's rows, nor a short context to a long one's."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from itertools import pairwise
 
 from ...rows import RowBatchItem
 
-# Items of a batch whose context lengths differ this much are computed in separate groups.
+# Items of a batch whose sizes differ this much are computed in separate groups.
 GROUP_RATIO = 4
-GROUP_ROWS = 512  # no group is cut off below this many rows: padding them costs little
+GROUP_ROWS = 512  # no group is cut off below this context length: padding it costs little
+GROUP_NEW_ROWS = 32  # nor below this many new rows
 
 
 def length_groups(batch: list[RowBatchItem]) -> list[list[int]]:
-    """The batch's items in groups of similar context length, each in batch order.
+    """The batch's items in groups of like size, each in batch order.
 
-    Padded attention costs every item the longest context in its batch: one 4000-row history
-    among 127 short ones made a decode round 10x slower. Sorted by length, the items are cut
-    where one is over GROUP_RATIO times the one before and longer than GROUP_ROWS; a batch of
-    like lengths stays one group (one forward), as a decode batch usually is."""
+    Padded attention costs every item the most new rows and the longest context in its batch:
+    one 4000-row history among 127 short ones made a decode round 10x slower, and two decode
+    steps padded to a 200-row prefill chunk's rows (with a 1,600-row context) cost 12x the
+    attention they need. Items are cut apart by new rows first, then each part by context
+    length: sorted by size, a cut falls where an item is over GROUP_RATIO times the one before
+    and above the floor (GROUP_NEW_ROWS, GROUP_ROWS). A batch of like items stays one group
+    (one forward), as a decode batch usually is."""
+    new_rows = [len(item.tokens) for item in batch]
     lengths = [item.encoder_length + len(item.tokens) for item in batch]
-    if max(lengths) <= max(GROUP_ROWS, GROUP_RATIO * min(lengths)):
-        return [list(range(len(batch)))]  # no two of them differ enough: no sort needed
-    order = sorted(range(len(batch)), key=lengths.__getitem__)
-    bounds = []  # the shortest length of every group after the first
-    for before, after in pairwise(order):
-        if lengths[after] > max(GROUP_ROWS, GROUP_RATIO * lengths[before]):
-            bounds.append(lengths[after])
+    groups = []
+    for part in _cut(list(range(len(batch))), new_rows, GROUP_NEW_ROWS):
+        groups.extend(_cut(part, lengths, GROUP_ROWS))
+    return groups
+
+
+def _cut(members: list[int], sizes: Sequence[int], floor: int) -> list[list[int]]:
+    """`members` in groups of like `sizes` (see `length_groups`), each in batch order."""
+    ours = [sizes[i] for i in members]
+    if max(ours) <= max(floor, GROUP_RATIO * min(ours)):
+        return [members]  # no two of them differ enough: no sort needed
+    order = sorted(members, key=sizes.__getitem__)
+    bounds = [
+        sizes[after]  # the smallest size of every group after the first
+        for before, after in pairwise(order)
+        if sizes[after] > max(floor, GROUP_RATIO * sizes[before])
+    ]
     if not bounds:
-        return [list(range(len(batch)))]
+        return [members]
     groups: list[list[int]] = [[] for _ in range(len(bounds) + 1)]
-    for index, length in enumerate(lengths):
-        groups[sum(length >= bound for bound in bounds)].append(index)
+    for index in members:
+        groups[sum(sizes[index] >= bound for bound in bounds)].append(index)
     return groups
 
 
 def group_suffixes(batch: list[RowBatchItem], groups: list[list[int]]) -> list[str]:
     """Work-buffer names for the groups, stable while groups come and go: the largest group
     keeps the batch's own buffers (a long request joining many short ones moves none of
-    theirs), the others are named by their longest context's power of 4 (length groups are
-    over 4x apart, so two never share one). Numbered if two would: sharing stays exact (the
-    kept-rows records go with the buffer) but the groups would overwrite each other's rows."""
+    theirs), the others are named by the powers of 4 of their longest context and most new
+    rows (groups are over 4x apart in one of them, so two rarely share a name). Numbered if two
+    would: sharing stays exact (the kept-rows records go with the buffer) but the groups would
+    overwrite each other's rows."""
     largest = max(range(len(groups)), key=lambda g: len(groups[g]))
-    longest = [max(batch[i].encoder_length + len(batch[i].tokens) for i in g) for g in groups]
-    suffixes = [
-        "" if number == largest else f" ~{int(math.log(longest[number], 4))}"
-        for number in range(len(groups))
-    ]
+
+    def name(group: list[int]) -> str:
+        longest = max(batch[i].encoder_length + len(batch[i].tokens) for i in group)
+        rows = max(len(batch[i].tokens) for i in group)
+        return f" ~{int(math.log(longest, 4))}.{int(math.log(max(rows, 1), 4))}"
+
+    suffixes = ["" if number == largest else name(groups[number]) for number in range(len(groups))]
     if len(set(suffixes)) < len(suffixes):
         suffixes = [f" #{number}" if number else "" for number in range(len(groups))]
     return suffixes
