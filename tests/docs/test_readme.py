@@ -37,7 +37,7 @@ def test_readme_quick_start_is_the_two_commands() -> None:
     text = readme()
     assert "python -m pip install . && deepinfer-tui" in text
     assert "python -m pip install '.[test]' && python -m pytest" in text
-    assert "about 7 minutes on 2 cores" in text  # how long the second one takes
+    assert "about 4 minutes on 2 cores" in text  # how long the second one takes
 
 
 def test_readme_is_short() -> None:
