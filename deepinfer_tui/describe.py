@@ -32,6 +32,30 @@ def format_blocks(values: Iterable[int]) -> str:
     return " ".join(f"#{first}" if first == last else f"#{first}-#{last}" for first, last in runs)
 
 
+FOLDED_RUN = 4  # this many alike neighbours or more read as one entry (fewer are as short)
+
+
+def _runs(items: Sequence[Any]) -> list[tuple[int, int]]:
+    """(first index, length) of each run of equal neighbours in `items`."""
+    runs: list[tuple[int, int]] = []
+    for index, item in enumerate(items):
+        if runs and item == items[runs[-1][0]]:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((index, 1))
+    return runs
+
+
+def format_counts(values: Sequence[int]) -> str:
+    """Per-request counts, each run of FOLDED_RUN or more equal ones folded: [2 ×64] or
+    [3, 2 ×10, 1] (a 64-request budget reads as one entry, not 64)."""
+    parts = []
+    for first, length in _runs(values):
+        value = str(values[first])
+        parts.extend([f"{value} ×{length}"] if length >= FOLDED_RUN else [value] * length)
+    return "[" + ", ".join(parts) + "]"
+
+
 def ttl_cache_entries(snapshot: Any) -> list[Any]:
     """The ttl cache's entries of a snapshot; none under the blocks and radix policies, whose
     `cache` is the policy's own view (the radix tree), not a list of entries."""
@@ -96,7 +120,8 @@ def _budget(event: Event) -> str:
     graph = f", graph size {event['graph_size']}" if event.get("graph_size") else ""
     return (
         f"budget {plural(event['total'], 'position')} for "
-        f"{plural(len(event['requests']), 'request')} {event['per_request']}{graph}, "
+        f"{plural(len(event['requests']), 'request')} {format_counts(event['per_request'])}"
+        f"{graph}, "
         f"expected {event['expected_tokens']:.2f}"
     )
 
@@ -159,10 +184,23 @@ def _insert(event: Event) -> str:
 
 def _schedule(event: Event) -> str:
     budget = event.get("budget")
+    entries = event.get("requests", [])
+    plans = [
+        " + ".join(f"{kind} {part[kind]}" for kind in ("prefill", "decode", "draft") if part[kind])
+        for part in entries
+    ]
     parts = []
-    for part in event.get("requests", []):
-        kinds = [f"{kind} {part[kind]}" for kind in ("prefill", "decode", "draft") if part[kind]]
-        parts.append(f"{part['request_id']} {' + '.join(kinds)}")
+    # A run of requests with the same plan is one entry: at 64 decoding requests the line
+    # was 2,000 characters of "request-N decode 1 + draft 1".
+    for first, length in _runs(plans):
+        if length >= FOLDED_RUN:
+            last = entries[first + length - 1]["request_id"]
+            ids = f"{entries[first]['request_id']} … {last} ({length})"
+            parts.append(f"{ids} {plans[first]}")
+        else:
+            parts.extend(
+                f"{entries[i]['request_id']} {plans[i]}" for i in range(first, first + length)
+            )
     of = f" of {budget}" if budget is not None else ""
     return f"schedule {plural(event['rows'], 'row')}{of}: " + ", ".join(parts)
 

@@ -6,7 +6,7 @@ import re
 
 from rich.console import Console
 
-from deepinfer_tui.describe import describe, format_blocks
+from deepinfer_tui.describe import describe, format_blocks, format_counts
 from deepinfer_tui.document import request_section
 from engine import Engine, EngineConfig, TinyModel, make_draft
 
@@ -54,6 +54,31 @@ def test_block_ids_fold_runs_of_consecutive_ids_into_ranges() -> None:
     event = {"kind": "publish", "tick": 3, "request_id": "a", "positions": 800}
     line = describe({**event, "blocks": list(range(224, 274)), "hot_until": 3, "warm_until": 9})
     assert "in #224-#273 (" in line
+
+
+def test_counts_fold_runs_of_four_or_more_equal_neighbours() -> None:
+    assert format_counts([]) == "[]"
+    assert format_counts([2, 2, 2]) == "[2, 2, 2]"  # three read as short as folded
+    assert format_counts([2] * 10 + [3] + [2] * 53) == "[2 ×10, 3, 2 ×53]"
+    assert format_counts([1, 2, 3, 4]) == "[1, 2, 3, 4]"
+
+
+def test_a_schedule_of_many_alike_requests_folds_them_into_one_entry() -> None:
+    def part(i: int, prefill: int = 0) -> dict:
+        return {"request_id": f"r{i}", "prefill": prefill, "decode": int(not prefill), "draft": 1}
+
+    parts = [part(i) for i in range(1, 65)]
+    parts[10] = part(11, prefill=40)
+    line = describe({"kind": "schedule", "tick": 4, "rows": 128, "budget": 2048, "requests": parts})
+    assert line == (
+        "t4 schedule 128 rows of 2048: r1 … r10 (10) decode 1 + draft 1, "
+        "r11 prefill 40 + draft 1, r12 … r64 (53) decode 1 + draft 1"
+    )
+    few = describe({"kind": "schedule", "tick": 1, "rows": 6, "requests": parts[:3]})
+    assert (
+        few
+        == "t1 schedule 6 rows: r1 decode 1 + draft 1, r2 decode 1 + draft 1, r3 decode 1 + draft 1"
+    )
 
 
 def test_a_request_preempted_once_says_time_not_times() -> None:
