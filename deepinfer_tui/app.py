@@ -20,7 +20,6 @@ from textual.binding import BindingType
 from textual.command import CommandPalette
 from textual.containers import Grid
 from textual.screen import Screen
-from textual.widgets import DataTable
 
 from engine import Engine
 
@@ -45,6 +44,7 @@ from .widgets.diff_pane import DiffPane
 from .widgets.footer import KeyFooter, binding_of
 from .widgets.metrics_pane import MetricsPane
 from .widgets.round_pane import RoundPane
+from .widgets.row_table import RowTable
 from .widgets.status import DescriptionLine
 from .widgets.timeline_pane import TimelinePane
 from .widgets.view import ComputingRound, View
@@ -261,8 +261,8 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
             self._show_selection()
             self._refresh_bindings_if_changed()
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "requests":
+    def on_row_table_highlighted(self, event: RowTable.Highlighted) -> None:
+        if event.table.id == "requests":
             self._sync_selection()
 
     # -- availability (greys out Footer keys; also guards the palette) ------------------------

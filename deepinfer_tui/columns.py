@@ -88,7 +88,7 @@ def following(options: tuple[str, ...], current: str | None) -> str | None:
     return options[index] if index < len(options) else None
 
 
-CELL_PADDING = 2  # DataTable's cell padding, both sides together
+CELL_PADDING = 2  # blank cells around a cell's text, both sides together (the table's PADDING x 2)
 
 
 def schedule_state(request: Mapping[str, Any]) -> str:

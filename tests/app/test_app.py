@@ -19,6 +19,7 @@ from textual.widgets import Input
 
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.collector import GC_PAUSE_LIMIT
+from deepinfer_tui.columns import CELL_PADDING
 from deepinfer_tui.describe import describe
 from deepinfer_tui.legend import BLOCK_MARKS, STATUS_MARKS
 from deepinfer_tui.scenario import default_scenario, parse_scenario
@@ -26,7 +27,7 @@ from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.screens.help import HelpScreen
 from deepinfer_tui.screens.rollback import RollbackScreen
 from deepinfer_tui.session import Session
-from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar
+from deepinfer_tui.widgets import BlockMap, CommitLog, DraftTree, RequestTable, StatusBar, row_table
 from deepinfer_tui.widgets.view import View
 from tests.app import tour
 from tests.app.helpers import make_app, messages, palette_listed, shown_lines, wait_until
@@ -126,26 +127,70 @@ async def test_the_table_draws_the_current_counts_after_every_step() -> None:
                 assert str(len(request["blocks"])) in row
 
 
-# A pane narrower than the columns it always shows: it scrolls sideways.
-@pytest.mark.parametrize(("size", "scroll_x"), [(SIZE, 0), ((16, 24), 5)])
-async def test_the_table_draws_exactly_what_a_plain_data_table_draws(
-    size: tuple[int, int], scroll_x: int
-) -> None:
+async def test_a_pane_narrower_than_its_columns_scrolls_the_rows_sideways() -> None:
     app = make_app()
-    async with app.run_test(size=size) as pilot:
-        await pilot.press("space", "space", "space", "down")
+    async with app.run_test(size=(16, 24)) as pilot:
+        await pilot.press("space", "space", "space")
         await pilot.pause()
         table = app.query_one(RequestTable)
-        assert table.content_keyed and table.direct_text_cells and table.keyed_lines
-        if scroll_x:  # a narrow pane: DataTable crops each line to the visible columns
-            assert table.max_scroll_x >= scroll_x
-            table.scroll_to(x=scroll_x, animate=False)
-            await pilot.pause()
-        drawn = drawn_table(table)
-        # The same table with DataTable's own caches and Rich rendering of every cell.
-        table.content_keyed = table.direct_text_cells = table.keyed_lines = False
-        table.notify_style_update()  # drops every cached cell and line
-        assert drawn_table(table) == drawn
+        width = table.scrollable_content_region.width
+        assert table.max_scroll_x >= 5
+        whole = ["".join(s.text for s in line) for line in drawn_table(table)]
+        table.scroll_to(x=5, animate=False)
+        await pilot.pause()
+        shifted = ["".join(s.text for s in line) for line in drawn_table(table)]
+        assert shifted[0].startswith(whole[0][5:width])  # the header moves with the rows
+        await pilot.press("home")
+        await pilot.pause()
+        assert table.scroll_x == 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.scroll_x == table.max_scroll_x
+
+
+def test_the_columns_fit_with_the_padding_the_table_draws() -> None:
+    # columns.py (no Textual import: exports use it) sizes columns with the table's padding.
+    assert CELL_PADDING == 2 * row_table.PADDING
+
+
+async def test_keys_and_a_click_move_the_cursor_and_the_panes_follow() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space")
+        await pilot.pause()
+        table = app.query_one(RequestTable)
+        ids = table.row_keys
+        assert len(ids) >= 3 and app.selected_id == ids[0]
+        await pilot.press("ctrl+end")
+        await pilot.pause()
+        assert app.selected_id == ids[-1]
+        assert str(app.query_one(BlockMap).border_title).endswith(ids[-1])
+        await pilot.press("up")
+        assert app.selected_id == ids[-2]
+        await pilot.press("ctrl+home")
+        assert app.selected_id == ids[0]
+        # A click on the second row (the header is the table's first line) selects it.
+        top = table.content_region.y - table.region.y
+        await pilot.click(RequestTable, offset=(3, top + table.header_height + 1))
+        await pilot.pause()
+        assert app.selected_id == ids[1]
+        assert str(app.query_one(BlockMap).border_title).endswith(ids[1])
+
+
+async def test_the_cursor_row_is_drawn_in_the_cursor_colours_across_the_pane() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space", "down")
+        await pilot.pause()
+        table = app.query_one(RequestTable)
+        lines = drawn_table(table)
+        width = table.scrollable_content_region.width
+        cursor = lines[table.header_height + table.cursor_row]
+        other = lines[table.header_height + (1 - table.cursor_row)]
+        assert sum(segment.cell_length for segment in cursor) == width
+        backgrounds = {segment.style.bgcolor for segment in cursor if segment.style}
+        assert len(backgrounds) == 1  # one colour from the first cell to the pane's edge
+        assert backgrounds != {segment.style.bgcolor for segment in other if segment.style}
 
 
 async def test_cancel_finishes_the_selected_queued_and_running_requests() -> None:

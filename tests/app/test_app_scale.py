@@ -64,7 +64,7 @@ async def test_a_narrow_screen_leaves_out_whole_columns_and_header_pieces() -> N
         assert not any("…" in line for line in header), header  # no number cut short
         table = app.query_one(RequestTable)
         lines = drawn(table)
-        headers = [str(column.label) for column in table.columns.values()]
+        headers = list(table.headers)
         assert " ".join(headers) in " ".join(lines[1].split())  # every shown header whole
         for request_id in ("request-1", "request-3"):
             cells = [cell.plain for cell in table.get_row(request_id)]
@@ -381,7 +381,7 @@ async def test_the_log_keeps_its_place_while_the_user_reads_above() -> None:
 
 
 def table_ids(table: RequestTable) -> list[str]:
-    return [str(row.key.value) for row in table.ordered_rows]
+    return table.row_keys
 
 
 async def test_the_request_table_shows_prompt_lengths_sorts_and_filters_by_state() -> None:

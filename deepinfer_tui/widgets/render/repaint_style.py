@@ -1,7 +1,7 @@
 """A widget's Rich style, looked up once per repaint instead of once per line.
 
 `Widget.rich_style` walks every ancestor's styles each time it is read, and Textual's line
-widgets (DataTable, Tree) read it for every line they draw. Within one `render_lines` call the
+widgets (Tree) read it for every line they draw. Within one `render_lines` call the
 style cannot change, so the mixin reads it once and serves that value until the call returns.
 """
 
