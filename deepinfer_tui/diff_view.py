@@ -4,7 +4,8 @@
 more) and freed (back to 0), refcounts that moved, prefix-cache entries added and evicted
 (ttl entries, the `blocks` policy's hashed blocks, the `radix` tree's blocks by the prefix
 they end), tokens committed and rolled back, and requests whose state changed. `diff_lines`
-draws it for the diff pane (key 6). No Textual here.
+draws it for the diff pane (key 6); `operation_words` names the operation that led from one
+frame to the next (the live diff's and each replay frame's label). No Textual here.
 """
 
 from __future__ import annotations
@@ -230,8 +231,13 @@ class FrameMemory:
     def note(self, snapshot: Snapshot, operations: list[dict[str, Any]]) -> dict[str, Any]:
         """Record the snapshot after `operations`; the View's `previous` and `since`."""
         if len(operations) != self._operations:
+            # The last operation's words read the frame right before it: none if more came.
+            one_more = len(operations) == self._operations + 1
+            just_before = self._current if one_more else None
             self._previous, self._operations = self._current, len(operations)
-            self._since = operation_words(operations[-1]) if operations else ""
+            self._since = (
+                operation_words(operations[-1], just_before, snapshot) if operations else ""
+            )
         self._current = snapshot
         return {"previous": self._previous, "since": self._since}
 
@@ -243,15 +249,36 @@ def frame_before(frames: Sequence[Any], position: int) -> dict[str, Any]:
     return {"previous": before, "since": frames[position].label if position else ""}
 
 
-def operation_words(operation: Mapping[str, Any]) -> str:
-    """A recorded session operation in a few words: "step", "cancel request-2"."""
+def operation_words(operation: Mapping[str, Any], before: Snapshot | None, after: Snapshot) -> str:
+    """A recorded session operation in a few words ("step", "cancel request-2", "clock +1s"),
+    read against the frames right before and after it: a submit names the request it added,
+    a rollback the tokens it removed (fewer than asked where it reached the prompt). Without
+    the frame before, a submit names none and a rollback says what was asked."""
     op = str(operation.get("op", "?"))
-    if op == "rollback":
-        return (
-            f"roll back {operation.get('id')} by {plural(int(operation.get('tokens', 1)), 'token')}"
-        )
     if op == "cancel":
         return f"cancel {operation.get('id')}"
+    if op == "rollback":
+        request_id, asked = operation.get("id"), int(operation.get("tokens", 1))
+        removed = asked
+        if before is not None:
+            removed = _generated(before, request_id) - _generated(after, request_id)
+        words = f"roll back {request_id} by {plural(removed, 'token')}"
+        return words if removed == asked else f"{words} (asked for {asked})"
+    if op == "submit":
+        added = _added_request(before, after)
+        return f"submit {added}" if added else "submit"
     if op == "clock":
         return f"clock +{float(operation.get('seconds', 0)):g}s"
-    return op
+    return op  # step, undo: the frames' ticks say which round
+
+
+def _generated(snapshot: Snapshot, request_id: Any) -> int:
+    views = (r for r in snapshot.get("requests", []) if r["id"] == request_id)
+    return next((len(r["generated"]) for r in views), 0)
+
+
+def _added_request(before: Snapshot | None, after: Snapshot) -> str | None:
+    if before is None:
+        return None
+    known = {r["id"] for r in before.get("requests", [])}
+    return next((str(r["id"]) for r in after.get("requests", []) if r["id"] not in known), None)

@@ -24,16 +24,7 @@ from .describe import describe, format_blocks, format_tokens, plural, ttl_cache_
 from .diff_view import FrameBefore
 from .document_views import view_sections
 from .legend import BLOCK_MARKS, SLOT_MARKS, Mark, pool_legend
-from .tree_view import (
-    context_of,
-    is_rejection,
-    ngram_lines,
-    numbers,
-    replacement_line,
-    replacement_source,
-    replacement_source_name,
-    verdict_mark,
-)
+from .tree_view import node_label, replacement_line, tree_words
 
 
 def _percent(value: float | None) -> str:
@@ -219,38 +210,21 @@ def draft_tree(request: dict[str, Any]) -> RenderableType:
             "bold",
         )
     )
-    for line in ngram_lines(tree_data, context_of(request, tree_data)):
+    words = tree_words(request, tree_data)
+    for line in words.ngram:
         tree.add(line)
-    rejection = is_rejection(tree_data)
-    source = replacement_source(tree_data)
     branches: dict[int, Tree] = {root_node["id"]: tree}
     for node in nodes[1:]:
         parent = branches.get(node["parent"], tree)
-        branches[node["id"]] = parent.add(_tree_label(node, rejection))
-        if node is source:  # the replacement came from its parent's distribution
-            name = replacement_source_name(rejection)
-            line = Text(f"replacement {node['target_token']} drawn from {name}: ", "cyan")
+        branches[node["id"]] = parent.add(node_label(node, words.rejection))
+        if node is words.replacement_source:  # drawn from its parent's distribution
+            drawn = f"replacement {node['target_token']} drawn from {words.replacement_from}: "
+            line = Text(drawn, "cyan")
             branches[node["id"]].add(line.append_text(replacement_line(node)))
     commit = request["last_commit"]
     if commit:
         tree.add(Text(commit_summary(commit), "italic"))
     return tree
-
-
-def _tree_label(node: dict[str, Any], rejection: bool) -> Text:
-    """'✓ 25 p.03 q.02 u.19<1.00 accepted', '(target 5)' at a rejection (the pane's numbers)."""
-    verdict = node["verdict"] or "unverified"
-    mark = verdict_mark(node)
-    label = Text(f"{mark.symbol} {node['token']} ", mark.style)
-    shown = numbers(node, rejection)
-    if shown:
-        label.append_text(shown).append(" ")
-    label.append(verdict)
-    if verdict == "discarded":
-        label.append(" (with its rejected parent)")
-    if verdict == "rejected" and node["target_token"] is not None:
-        label.append(f" (target {node['target_token']})")
-    return label
 
 
 def commit_summary(commit: dict[str, Any]) -> str:

@@ -16,7 +16,8 @@ from typing import Any
 
 from engine import EngineConfig
 
-from .describe import describe, plural
+from .describe import describe
+from .diff_view import operation_words
 from .parsing import clip
 from .session import Session
 from .tracefile import (
@@ -63,33 +64,6 @@ def _safe_describe(event: Any) -> str:
         return describe(event)
     except (KeyError, TypeError, ValueError, AttributeError):
         return json.dumps(event, sort_keys=True)[:160]
-
-
-def _operation_label(
-    operation: dict[str, Any], before: dict[str, Any], after: dict[str, Any], session: Session
-) -> str:
-    op = operation["op"]
-    if op in ("step", "undo"):
-        return f"{op} → t{session.engine.tick}"
-    if op == "cancel":
-        return f"cancel {operation['id']}"
-    if op == "rollback":
-        asked, request_id = operation.get("tokens", 1), operation["id"]
-
-        def generated(snapshot: dict[str, Any]) -> int:
-            views = (r for r in snapshot["requests"] if r["id"] == request_id)
-            return next((len(r["generated"]) for r in views), 0)
-
-        removed = generated(before) - generated(after)  # fewer than asked at the prompt
-        label = f"roll back {request_id} by {plural(removed, 'token')}"
-        return label if removed == asked else f"{label} (asked for {asked})"
-    if op == "submit":
-        known = {r["id"] for r in before["requests"]}
-        added = [r["id"] for r in after["requests"] if r["id"] not in known]
-        return f"submit {added[0]}" if added else "submit"
-    if op == "clock":
-        return f"clock → {session.clock.now:g}s"
-    return str(op)
 
 
 class Replay:
@@ -171,7 +145,7 @@ class Replay:
             if before is None:
                 continue
             snapshot = self.session.snapshot()
-            label = _operation_label(operation, before.snapshot, snapshot, self.session)
+            label = operation_words(operation, before.snapshot, snapshot)
             self.frames.append(self._frame(label, snapshot))
         return None
 

@@ -1,6 +1,8 @@
 """The draft tree's words: each node's label, a sampled node's check, the replacement's
 distribution and the n-gram drafter's match, as Rich lines built from plain dicts (no Textual
-here). The draft-tree pane and the trace-snapshot document both draw with them.
+here). The draft-tree pane and the trace-snapshot document both draw with them: `tree_words`
+for what a tree says as a whole, `node_label` for each node, `replacement_line` for the
+distribution a replacement was drawn from.
 
 A request's view `tree` holds, per verified node of a sampled request, `p` (the target's
 probability of the token), `q` (the draft's; None for coupled acceptance), `draw` (the uniform,
@@ -11,6 +13,7 @@ drafter's match (context start and length).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
@@ -22,55 +25,78 @@ Tree = Mapping[str, Any]
 CONTEXT_SHOWN = 3  # tokens of the context shown on each side of a match before eliding
 
 
-def probability(value: float, letter: str = "") -> str:
+@dataclass(frozen=True)
+class TreeWords:
+    """What a draft tree says as a whole, beside its nodes' labels."""
+
+    rejection: bool  # checked by rejection sampling (each node's `node_label` wants it)
+    ngram: tuple[Text, ...]  # the n-gram drafter's match and its context; empty for a model's
+    replacement_source: Node | None  # the rejected node with the replacement's distribution
+    replacement_from: str  # that distribution's name: "max(p−q,0)" or "p"
+
+
+def tree_words(request: Mapping[str, Any], tree: Tree) -> TreeWords:
+    """The words of `request`'s draft `tree` (its view's `tree`) that the pane and the
+    document both draw."""
+    rejection = _is_rejection(tree)
+    return TreeWords(
+        rejection=rejection,
+        ngram=tuple(_ngram_lines(tree, _context_of(request, tree))),
+        replacement_source=_replacement_source(tree),
+        # Drawn from the residual, or from p itself under coupled acceptance.
+        replacement_from="max(p−q,0)" if rejection else "p",
+    )
+
+
+def _probability(value: float, letter: str = "") -> str:
     """'q.42' reads faster than 'q=0.42' in a narrow pane; 1 stays '1.00'."""
     return f"{letter}{value:.2f}".replace(f"{letter}0.", f"{letter}.", 1)
 
 
-def verdict_mark(node: Node) -> Mark:
+def _verdict_mark(node: Node) -> Mark:
     return VERDICT_MARKS.get(node.get("verdict") or "unverified", VERDICT_MARKS["unverified"])
 
 
-def is_sampled(node: Node) -> bool:
+def _is_sampled(node: Node) -> bool:
     """A sampled request's verified node carries its check (greedy nodes carry none)."""
     return node.get("p") is not None
 
 
-def is_rejection(tree: Tree) -> bool:
+def _is_rejection(tree: Tree) -> bool:
     """Rejection sampling draws a uniform at each check; coupled acceptance does not."""
     return any(node.get("draw") is not None for node in tree.get("nodes", []))
 
 
-def numbers(node: Node, rejection: bool = False) -> Text:
+def _numbers(node: Node, rejection: bool = False) -> Text:
     """A node's numbers. A sampled verified node: p(x), the draft's q(x) and, under rejection,
     the draw u against the acceptance probability min(1, p/q) (`<`: accepted, `≥`: rejected).
     Any other node: the draft's probability q, except under rejection, whose drafts rank by
     max(q) rather than q(x): there a node without a check shows no number."""
     judged = node.get("verdict") in ("accepted", "rejected")
-    if not (judged and is_sampled(node)):
+    if not (judged and _is_sampled(node)):
         if rejection:
             return Text()
-        return Text(probability(node["prob"], "q"), style="bright_black")
-    text = Text(probability(node["p"], "p"))
+        return Text(_probability(node["prob"], "q"), style="bright_black")
+    text = Text(_probability(node["p"], "p"))
     q = node.get("q")
-    text.append(f" {probability(node['prob'] if q is None else q, 'q')}")  # coupled: the draft's
+    text.append(f" {_probability(node['prob'] if q is None else q, 'q')}")  # coupled: the draft's
     if node.get("draw") is not None:
         kept = node["draw"] < node["accept_prob"]
-        text.append(f" {probability(node['draw'], 'u')}")
+        text.append(f" {_probability(node['draw'], 'u')}")
         text.append("<" if kept else "≥", style="bold" if kept else "red")
-        text.append(probability(node["accept_prob"]))
+        text.append(_probability(node["accept_prob"]))
     return text
 
 
 def node_label(node: Node, rejection: bool = False) -> Text:
-    """The pane's label of a node: its mark, token and numbers, then the target's token at a
-    rejection, or the word for a node the target did not judge."""
+    """A node's label, in the pane and the document alike: its mark, token and numbers, then
+    the target's token at a rejection, or the word for a node the target did not judge."""
     verdict = node.get("verdict") or "unverified"
-    mark = verdict_mark(node)
+    mark = _verdict_mark(node)
     text = Text()
     text.append(f"{mark.symbol} ", style=mark.style)
     text.append(f"{node['token']}", style=mark.style if verdict == "unverified" else "bold")
-    shown = numbers(node, rejection)
+    shown = _numbers(node, rejection)
     if shown:
         text.append(" ").append_text(shown)
     if verdict == "rejected" and node.get("target_token") is not None:
@@ -81,18 +107,13 @@ def node_label(node: Node, rejection: bool = False) -> Text:
     return text
 
 
-def replacement_source(tree: Tree) -> Node | None:
+def _replacement_source(tree: Tree) -> Node | None:
     """The rejected node whose parent chose the replacement, with the top of the distribution
     it was drawn from (the engine keeps `replacement_top` on those alone; siblings share it)."""
     for node in tree.get("nodes", []):
         if node.get("verdict") == "rejected" and node.get("replacement_top"):
             return node
     return None
-
-
-def replacement_source_name(rejection: bool) -> str:
-    """The distribution a replacement is drawn from: the residual, or p itself (coupled)."""
-    return "max(p−q,0)" if rejection else "p"
 
 
 def replacement_line(node: Node, limit: int | None = None) -> Text:
@@ -104,18 +125,18 @@ def replacement_line(node: Node, limit: int | None = None) -> Text:
         if index:
             text.append(" · ", style="bright_black")
         text.append(str(token), style="bold" if token == drawn else "")
-        text.append(f" {probability(share)}", style="bright_black")
+        text.append(f" {_probability(share)}", style="bright_black")
     return text
 
 
-def context_of(request: Mapping[str, Any], tree: Tree) -> list[int]:
+def _context_of(request: Mapping[str, Any], tree: Tree) -> list[int]:
     """The tokens the round was drafted from: the prompt and the generated tokens up to the
     root (later tokens came after the round)."""
     tokens = [*request.get("prompt", []), *request.get("generated", [])]
     return [int(t) for t in tokens[: int(tree.get("base_position", len(tokens) - 1)) + 1]]
 
 
-def ngram_lines(tree: Tree, context: Sequence[int]) -> list[Text]:
+def _ngram_lines(tree: Tree, context: Sequence[int]) -> list[Text]:
     """The n-gram drafter's match: which tokens, where they occurred first and that they end
     the context; then the context with both occurrences marked and the followers (the draft)
     underlined. Empty for a tree no n-gram drafter grew."""

@@ -16,15 +16,7 @@ from textual.widgets.tree import TreeNode
 
 from ..describe import format_tokens
 from ..legend import VERDICT_MARKS
-from ..tree_view import (
-    context_of,
-    is_rejection,
-    ngram_lines,
-    node_label,
-    replacement_line,
-    replacement_source,
-    replacement_source_name,
-)
+from ..tree_view import node_label, replacement_line, tree_words
 from .render.quiet import RefreshesHeld, refresh_rows
 from .render.repaint_style import StyleOncePerRepaint
 from .view import RequestView, View
@@ -179,16 +171,16 @@ class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=
                 break
             path_end = int(accepted[0]["id"])
         extra = extra_token(request, tree)
-        rejection = is_rejection(tree)
-        source = replacement_source(tree)
-        for line in ngram_lines(tree, context_of(request, tree)):
+        words = tree_words(request, tree)
+        source = words.replacement_source
+        for line in words.ngram:
             self.root.add_leaf(line)
 
         def grow(parent: TreeNode[int], node_id: int) -> None:
             for child in children.get(node_id, []):
                 kids = children.get(int(child["id"]))
                 has_extra = extra is not None and int(child["id"]) == path_end
-                label = node_label(child, rejection)
+                label = node_label(child, words.rejection)
                 if kids or has_extra:
                     branch = parent.add(label, data=int(child["id"]), expand=True)
                     grow(branch, int(child["id"]))
@@ -200,7 +192,7 @@ class DraftTree(RefreshesHeld, StyleOncePerRepaint, Tree[int], inherit_bindings=
                 label = Text(f"{mark.symbol} {token} {outcome}", style=mark.style)
                 if source is not None and outcome == "replacement":
                     # A sampled replacement: the distribution it was drawn from, its top below.
-                    label.append(f" ~ {replacement_source_name(rejection)}", style=mark.style)
+                    label.append(f" ~ {words.replacement_from}", style=mark.style)
                     drawn = parent.add(label, expand=True)
                     drawn.add_leaf(replacement_line(source, TOP_IN_PANE))
                 else:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from deepinfer_tui.diff_view import FrameMemory, cache_entries, diff_lines, round_diff
+from deepinfer_tui.replay import Replay, parse_trace, trace_data
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.session import Session
 from tests.app.helpers import plain
@@ -229,3 +230,44 @@ def test_the_live_memory_keeps_the_frame_before_the_last_operation() -> None:
         "previous": third,
         "since": "cancel request-2",
     }
+
+
+def test_the_live_diff_words_each_operation_as_a_replay_labels_its_frame() -> None:
+    """One wording for both: what a rollback removed (not what was asked), a submit's id."""
+    session, memory = Session(default_scenario()), FrameMemory()
+    memory.note(session.snapshot(), session.operations)
+    said = []
+
+    def noted() -> str:
+        since = memory.note(session.snapshot(), session.operations)["since"]
+        said.append(since)
+        return since
+
+    for _ in range(3):
+        session.step()
+        assert noted() == "step"
+    (view,) = [r for r in session.snapshot()["requests"] if r["id"] == "request-1"]
+    generated = len(view["generated"])
+    session.rollback("request-1", 100)
+    assert noted() == f"roll back request-1 by {generated} tokens (asked for 100)"
+    session.submit([5, 6, 7], max_tokens=3)
+    assert noted() == "submit user-1"
+    session.advance_clock(2)
+    assert noted() == "clock +2s"
+    session.step()
+    assert noted() == "step"
+    session.undo()
+    assert noted() == "undo"
+    frames = Replay(parse_trace(trace_data(session))).frames
+    assert [frame.label for frame in frames[1:]] == said
+
+
+def test_without_the_frame_right_before_a_rollback_says_what_was_asked() -> None:
+    session, memory = Session(default_scenario()), FrameMemory()
+    for _ in range(3):
+        session.step()
+    memory.note(session.snapshot(), session.operations)
+    session.step()  # two operations between the app's frames: the step's tokens would count
+    session.rollback("request-1", 100)
+    since = memory.note(session.snapshot(), session.operations)["since"]
+    assert since == "roll back request-1 by 100 tokens"

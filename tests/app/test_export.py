@@ -20,6 +20,7 @@ from deepinfer_tui.perfetto import perfetto_trace
 from deepinfer_tui.replay import Replay, load_trace
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session
+from deepinfer_tui.tree_view import node_label
 
 
 def _session(steps: int | None = None) -> Session:
@@ -93,7 +94,8 @@ def test_document_shows_block_maps_and_draft_trees(tmp_path: Path) -> None:
     for block in request["blocks"]:
         assert f"#{block['id']}" in text
     rejected = next(n for n in request["tree"]["nodes"] if n["verdict"] == "rejected")
-    assert f"✗ {rejected['token']}" in text and f"(target {rejected['target_token']})" in text
+    assert f"✗ {rejected['token']}" in text and f" target {rejected['target_token']}" in text
+    assert node_label(rejected).plain in text  # the draft-tree pane's label
     assert "✓" in text and "free" in text
 
 

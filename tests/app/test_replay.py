@@ -65,11 +65,11 @@ def test_frames_are_labelled_and_navigable(busy_session: Session) -> None:
     replay = Replay(load_trace_from(busy_session))
     labels = [frame.label for frame in replay.frames]
     assert labels[0] == "start"
-    assert labels[1] == "step → t1"
+    assert labels[1] == "step"  # the header and the diff say which round it reached
     assert "cancel request-2" in labels
     assert "roll back request-1 by 2 tokens" in labels
-    assert any(label.startswith("undo → t") for label in labels)
-    assert any(re.fullmatch(r"clock → [0-9.]+s", label) for label in labels)
+    assert "undo" in labels
+    assert any(re.fullmatch(r"clock \+[0-9.]+s", label) for label in labels)  # the move
     assert "submit user-1" in labels  # added by hand: named apart from the scenario
     assert replay.position == 0 and replay.current.label == "start"
     assert not replay.back()

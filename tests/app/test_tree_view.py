@@ -8,14 +8,7 @@ from typing import Any
 from rich.text import Text
 
 from deepinfer_tui.legend import DRAFT_TERMS, VERDICT_MARKS, full_legend
-from deepinfer_tui.tree_view import (
-    context_of,
-    is_rejection,
-    ngram_lines,
-    node_label,
-    replacement_line,
-    replacement_source,
-)
+from deepinfer_tui.tree_view import node_label, replacement_line, tree_words
 from engine import Engine, EngineConfig, NgramDrafter, SamplingParams, TinyModel, make_draft
 
 
@@ -81,8 +74,9 @@ def test_the_replacement_line_lists_the_top_and_bolds_the_drawn_token() -> None:
     assert replacement_line(rejected, 2).plain == "5 .64 · 7 .09"
 
 
-def rejection_trees() -> list[dict[str, Any]]:
-    """Every verified tree of sampled requests under rejection sampling (chains)."""
+def rejection_trees() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(request view, tree) of every verified tree of sampled requests under rejection
+    sampling (chains)."""
     target = TinyModel(seed=4, vocab_size=8)
     config = EngineConfig(draft_acceptance="rejection", draft_width=4, undo_depth=0)
     engine = Engine(target, make_draft(target, seed=5, noise=0.5), config=config)
@@ -94,17 +88,18 @@ def rejection_trees() -> list[dict[str, Any]]:
         for view in engine.snapshot()["requests"]:
             tree = view["tree"]
             if tree and tree["round"] == engine.tick and len(tree["nodes"]) > 1:
-                trees.append(tree)
+                trees.append((view, tree))
     return trees
 
 
 def test_real_rejection_trees_show_each_verified_nodes_numbers_and_verdict() -> None:
     trees = rejection_trees()
     verdicts = set()
-    for tree in trees:
-        assert is_rejection(tree)
+    for view, tree in trees:
+        words = tree_words(view, tree)
+        assert words.rejection and words.replacement_from == "max(p−q,0)"
         for each in tree["nodes"][1:]:
-            label = node_label(each, is_rejection(tree)).plain
+            label = node_label(each, words.rejection).plain
             verdicts.add(each["verdict"])
             if each["verdict"] not in ("accepted", "rejected"):
                 assert " p." not in label and " u" not in label
@@ -114,7 +109,7 @@ def test_real_rejection_trees_show_each_verified_nodes_numbers_and_verdict() -> 
             # u < min(1, p/q) is the acceptance: the comparison shown is the verdict.
             sign = "<" if each["verdict"] == "accepted" else "≥"
             assert f"{sign}{two_places(min(1.0, each['p'] / each['q']))}" in label
-        source = replacement_source(tree)
+        source = words.replacement_source
         if source is not None:  # the residual's top never offers the rejected token
             listed = replacement_line(source).plain.split(" · ")
             assert all(not item.startswith(f"{source['token']} ") for item in listed)
@@ -139,12 +134,12 @@ def test_the_ngram_match_is_named_and_highlighted_in_its_context() -> None:
     found = ngram_engine_trees()
     assert found
     for view, tree in found:
+        # The round was drafted from the tokens up to the root (later ones came after it).
         context = [*view["prompt"], *view["generated"]][: tree["base_position"] + 1]
-        assert context_of(view, tree) == context
         start, length = tree["ngram"]["start"], tree["ngram"]["length"]
         matched = context[start : start + length]
         assert matched == context[len(context) - length :]
-        head, strip = ngram_lines(tree, context)
+        head, strip = tree_words(view, tree).ngram
         words = " ".join(str(t) for t in matched)
         assert head.plain.startswith(f"{VERDICT_MARKS['ngram'].symbol} n-gram [{words}] at ")
         assert f"the last {length} at {len(context) - length}" in head.plain
@@ -159,7 +154,10 @@ def test_the_ngram_match_is_named_and_highlighted_in_its_context() -> None:
 
 
 def test_a_tree_without_an_ngram_match_has_no_ngram_lines() -> None:
-    assert ngram_lines({"nodes": [node(verdict="root")]}, [1, 2, 3]) == []
+    words = tree_words({"prompt": [1, 2, 3]}, {"nodes": [node(verdict="root")]})
+    assert words.ngram == ()
+    assert not words.rejection and words.replacement_source is None
+    assert words.replacement_from == "p"  # coupled acceptance draws from p itself
 
 
 def test_the_help_legend_explains_every_mark_and_number_the_tree_uses() -> None:
