@@ -23,7 +23,7 @@ from .columns import COLUMNS, request_cells
 from .describe import describe, format_blocks, format_tokens, plural, ttl_cache_entries
 from .diff_view import FrameBefore
 from .document_views import view_sections
-from .legend import BLOCK_MARKS, SLOT_MARKS, Mark, pool_legend
+from .legend import BLOCK_MARKS, SLOT_MARKS, Mark, pool_legend, verdict_legend
 from .tree_view import node_label, replacement_line, tree_words
 
 
@@ -224,6 +224,7 @@ def draft_tree(request: dict[str, Any]) -> RenderableType:
     commit = request["last_commit"]
     if commit:
         tree.add(Text(commit_summary(commit), "italic"))
+    tree.add(verdict_legend())  # the marks say what the pane's legend says on screen
     return tree
 
 

@@ -142,6 +142,19 @@ def pool_legend_entries() -> list[Text]:
     return entries
 
 
+def verdict_legend() -> Text:
+    """One line naming the draft tree's marks: ✓ accepted · ✗ rejected · …"""
+    words = {"extra": "bonus or replacement"}  # the others are named by their verdict
+    line = Text()
+    for name in ("accepted", "rejected", "discarded", "unverified", "extra"):
+        mark = VERDICT_MARKS[name]
+        if line:
+            line.append(" · ")
+        line.append(mark.symbol, style=mark.style)
+        line.append(f" {words.get(name, name)}")
+    return line
+
+
 def pool_legend(width: int | None = None) -> Text:
     """The pool strip's legend; with a `width`, entries are packed into lines that fit it, so
     no entry is split between two lines (a symbol on one, its word on the next)."""

@@ -998,19 +998,22 @@ async def test_the_footer_keeps_help_and_quit_in_view_as_the_terminal_narrows(
     width: int, hidden: set[str]
 ) -> None:
     app = make_app()
+
+    def shown() -> dict[str, Any]:
+        keys = app.query_one("#footer").query("FooterKey")
+        return {key.action: key.region for key in keys if key.display and key.region.width}
+
     async with app.run_test(size=(width, 24)) as pilot:
+        # The footer fits its keys to the width once it is laid out: wait for that (a
+        # loaded machine may draw the first frame before it).
+        await wait_until(pilot, lambda: {"help", "quit", "step"} <= set(shown()))
         await pilot.pause()
-        footer = app.query_one("#footer")
-        shown = {
-            key.action: key.region
-            for key in footer.query("FooterKey")
-            if key.display and key.region.width
-        }
-        assert {"help", "quit", "step"} <= set(shown)
-        assert not hidden & set(shown)
-        right = max(region.right for region in shown.values())
+        assert {"help", "quit", "step"} <= set(shown())
+        assert not hidden & set(shown())
+        right = max(region.right for region in shown().values())
         assert right <= width  # nothing cut at the edge
         await pilot.press("space", "b")  # a hidden key still works
+        await wait_until(pilot, lambda: app.session.operations[-1]["op"] == "rollback")
         assert app.session.operations[-1]["op"] == "rollback"
 
 

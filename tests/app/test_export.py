@@ -15,7 +15,7 @@ import pytest
 
 from deepinfer_tui.describe import describe
 from deepinfer_tui.export import ALL_FORMATS, export_all, parse_formats
-from deepinfer_tui.legend import BLOCK_MARKS
+from deepinfer_tui.legend import BLOCK_MARKS, VERDICT_MARKS
 from deepinfer_tui.perfetto import perfetto_trace
 from deepinfer_tui.replay import Replay, load_trace
 from deepinfer_tui.scenario import default_scenario, parse_scenario
@@ -97,6 +97,9 @@ def test_document_shows_block_maps_and_draft_trees(tmp_path: Path) -> None:
     assert f"✗ {rejected['token']}" in text and f" target {rejected['target_token']}" in text
     assert node_label(rejected).plain in text  # the draft-tree pane's label
     assert "✓" in text and "free" in text
+    # The pane's marks are named under the tree, as the help legend names them on screen.
+    for verdict in ("accepted", "rejected", "discarded", "unverified"):
+        assert f"{VERDICT_MARKS[verdict].symbol} {verdict}" in text
 
 
 def test_document_draws_blocks_with_the_screens_symbols(tmp_path: Path) -> None:
