@@ -175,8 +175,10 @@ class RowTable(ScrollView, can_focus=True):
         else:
             top = round(self.scroll_offset.y) - self.header_height
             visible = (index - top for index in changed)
-            lines = (y for y in visible if self.header_height <= y < self.size.height)
-            refresh_rows(self, lines, self.size.width)
+            # Regions stop short of the scrollbar, which would be drawn again with them.
+            room = self.scrollable_content_region
+            lines = (y for y in visible if self.header_height <= y < room.height)
+            refresh_rows(self, lines, room.width)
         self._announce()
 
     def get_cell(self, key: str, column: str) -> Text:
@@ -242,8 +244,9 @@ class RowTable(ScrollView, can_focus=True):
 
     def _refresh_row(self, index: int) -> None:
         y = index - round(self.scroll_offset.y) + self.header_height
-        if self.header_height <= y < self.size.height:
-            self.refresh(Region(0, y, self.size.width, 1))
+        room = self.scrollable_content_region
+        if self.header_height <= y < room.height:
+            self.refresh(Region(0, y, room.width, 1))
 
     def _page(self) -> int:
         return max(1, self.scrollable_content_region.height - self.header_height)
