@@ -3,6 +3,9 @@ tokens, or deferred by a small pool."""
 
 from __future__ import annotations
 
+from rich.style import Style
+from textual.strip import Strip
+
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.session import Session
@@ -66,3 +69,33 @@ async def test_a_deferred_running_request_is_not_called_finished() -> None:
             for line in lines
         ), lines
         assert not any(line.startswith("finished") for line in lines), lines
+
+
+def looks(strip: Strip) -> list[tuple[str, object, object, bool, bool, bool, bool]]:
+    """Each cell of a line: its character and how it is drawn (colours resolved, no meta)."""
+    cells = []
+    for segment in strip:
+        style = segment.style or Style()
+        color = style.color.get_truecolor() if style.color else None
+        bgcolor = style.bgcolor.get_truecolor() if style.bgcolor else None
+        look = (color, bgcolor, bool(style.bold), bool(style.underline), bool(style.reverse))
+        cells.extend((character, *look, bool(style.dim)) for character in segment.text)
+    return cells
+
+
+async def test_lines_drawn_directly_look_as_textual_draws_them() -> None:
+    # BlockMap draws a line that fits from Rich's segments; with direct_lines off every line
+    # goes through Textual's Content. Screen after screen, both draw the same cells.
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        block_map = app.query_one(BlockMap)
+        for _ in range(8):
+            await pilot.press("space", "down")
+            await pilot.pause()
+            height = block_map.scrollable_content_region.height
+            direct = [looks(block_map.render_line(y)) for y in range(height)]
+            block_map.direct_lines = False
+            block_map.notify_style_update()  # forgets every line drawn so far
+            assert [looks(block_map.render_line(y)) for y in range(height)] == direct
+            block_map.direct_lines = True
+            block_map.notify_style_update()
