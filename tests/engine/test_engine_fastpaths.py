@@ -687,6 +687,9 @@ def test_length_groups_cut_only_where_padding_would_cost(
         # together, the steps computed 223 rows against 1,842 keys.
         ([(208, 198), (1616, 3), (624, 3), (0, 223)], [[1, 2], [0, 3]]),
         ([(100, 1), (120, 5), (90, 30)], [[0, 1, 2]]),  # a few rows: padding them costs little
+        # 64-row prefill chunks beside decode steps over short contexts (the batch workload):
+        # 16 x 64 x 130 pairs padded cost less than a second forward.
+        ([(60, 2)] * 15 + [(0, 64)], [list(range(16))]),
         ([(100, 1), (3000, 2), (100, 200)], [[0], [1], [2]]),  # rows apart, then lengths
     ],
 )

@@ -12,7 +12,10 @@ from ...rows import RowBatchItem
 # Items of a batch whose sizes differ this much are computed in separate groups.
 GROUP_RATIO = 4
 GROUP_ROWS = 512  # no group is cut off below this context length: padding it costs little
-GROUP_NEW_ROWS = 32  # nor below this many new rows
+GROUP_NEW_ROWS = 32  # nor below this many new rows,
+# and items are cut apart by new rows only when padding them together would attend this many
+# (row, key) pairs or more: below it, one more forward costs more than the padding.
+GROUP_PADDED_PAIRS = 2**18
 
 
 def length_groups(batch: list[RowBatchItem]) -> list[list[int]]:
@@ -23,12 +26,16 @@ def length_groups(batch: list[RowBatchItem]) -> list[list[int]]:
     steps padded to a 200-row prefill chunk's rows (with a 1,600-row context) cost 12x the
     attention they need. Items are cut apart by new rows first, then each part by context
     length: sorted by size, a cut falls where an item is over GROUP_RATIO times the one before
-    and above the floor (GROUP_NEW_ROWS, GROUP_ROWS). A batch of like items stays one group
-    (one forward), as a decode batch usually is."""
+    and above the floor (GROUP_NEW_ROWS, GROUP_ROWS); by new rows only where the padded batch
+    is large (GROUP_PADDED_PAIRS). A batch of like items stays one group (one forward), as a
+    decode batch usually is."""
     new_rows = [len(item.tokens) for item in batch]
     lengths = [item.encoder_length + len(item.tokens) for item in batch]
+    members = list(range(len(batch)))
+    padded = len(batch) * max(new_rows) * max(lengths)
+    parts = _cut(members, new_rows, GROUP_NEW_ROWS) if padded >= GROUP_PADDED_PAIRS else [members]
     groups = []
-    for part in _cut(list(range(len(batch))), new_rows, GROUP_NEW_ROWS):
+    for part in parts:
         groups.extend(_cut(part, lengths, GROUP_ROWS))
     return groups
 
