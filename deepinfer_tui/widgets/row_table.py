@@ -157,6 +157,8 @@ class RowTable(ScrollView, can_focus=True):
                 widths[column] = max(widths[column], cell_len(text))
         grew = tuple(widths) != self._widths
         self._widths = tuple(widths)
+        # Rows that moved (a sort, a filter, rows gone), not rows only added at the end.
+        reordered = moved and keys[: len(self._keys)] != self._keys
         if moved:
             selected = self.selected_key
             self._keys = keys
@@ -171,6 +173,8 @@ class RowTable(ScrollView, can_focus=True):
             self._strips.clear()
         if moved or grew:
             self._resized()
+            if reordered:  # the cursor's row moved with its request: keep it in view
+                self._scroll_to_cursor()
             self.refresh()
         else:
             top = round(self.scroll_offset.y) - self.header_height

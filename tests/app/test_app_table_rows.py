@@ -116,3 +116,35 @@ async def test_rows_drawn_round_by_round_equal_the_table_drawn_at_once() -> None
     async with at_once.run_test(size=(160, 40)) as pilot:
         await pilot.pause()
         assert at_once.export_screenshot() == by_rounds
+
+
+async def test_a_sort_keeps_the_selected_request_selected_and_in_view() -> None:
+    # Prompts grow with arrival: sorted by prompt length (longest first), the first request
+    # goes from the top row to the bottom one, and the table follows it there.
+    document = {
+        "schema": 1,
+        "name": "growing prompts",
+        "description": "each arrival's prompt is one token longer",
+        "seed": 7,
+        "model": {"vocab_size": 32, "width": 16, "depth": 3, "window": 4},
+        "config": {"max_active": 16, "block_size": 16, "num_blocks": 400},
+        "events": [
+            {"tick": 0, "submit": {"id": f"r{n}", "prompt": [1] * n, "max_tokens": 50}}
+            for n in range(1, 15)
+        ],
+    }
+    app = DebuggerApp(Session(parse_scenario(document, "test scenario")))
+    async with app.run_test(size=(80, 24)) as pilot:  # the table shows a few of 14 rows
+        await pilot.press("space")
+        table = app.query_one(RequestTable)
+        table.focus()
+        await pilot.press("ctrl+home")
+        await pilot.pause()
+        assert app.selected_id == "r1" and round(table.scroll_offset.y) == 0
+        await pilot.press("o")  # by prompt length: r1 is last now
+        await pilot.pause()
+        assert "by prompt" in str(table.border_title)
+        assert app.selected_id == "r1" and table.get_row_index("r1") == table.row_count - 1
+        top = round(table.scroll_offset.y)
+        rows = table.scrollable_content_region.height - table.header_height
+        assert top <= table.get_row_index("r1") < top + rows, (top, rows)  # still on screen
