@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ..describe import cache_holdings, format_blocks, plural
 from ..legend import BLOCK_MARKS
+from .view import View
 
 Block = Mapping[str, Any]
 
@@ -135,3 +136,27 @@ def _folded_line(run: Sequence[Block], block_size: int) -> Text:
     text.append(f"{plural(len(run), 'block')} alike" + (", full" if full else ""))
     _state(text, run[0])
     return text
+
+
+def no_blocks_reason(request: Mapping[str, Any], view: View) -> list[str]:
+    """Why a request holds no blocks: queued, waiting for room, or finished (and what of
+    its prefix the cache still keeps)."""
+    if request["status"] == "queued":
+        return ["queued: no KV blocks yet (restore or prefill happens on admission)"]
+    if request["status"] == "running":  # admitted, but its first rows found no room
+        why = request.get("waiting_for") or "the pool had no room for its rows"
+        return [f"waiting: no KV blocks yet ({why})"]
+    reason = request.get("finish_reason") or "finished"
+    lines = [f"finished ({reason}): holds no KV blocks any more"]
+    for entry in view.cached_prefixes_of(request):
+        held = f"{plural(len(entry['tokens']), 'position')} in {format_blocks(entry['blocks'])}"
+        if entry["state"] == "expired":
+            # The engine expires entries when a round starts: until then it holds the blocks.
+            lines.append(
+                f"its prefix expired at {entry['warm_until']:g}s: {held}, "
+                "released at the next round"
+            )
+            continue
+        until = entry["hot_until"] if entry["state"] == "hot" else entry["warm_until"]
+        lines.append(f"its prefix is cached {entry['state']}: {held} (until {until:g}s)")
+    return lines

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
-from rich.segment import Segment
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.content import Content
@@ -16,11 +15,12 @@ from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 
 from ..columns import schedule_state
-from ..describe import format_blocks, format_tokens, plural
+from ..describe import format_blocks, format_tokens
 from ..legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
-from .block_rows import SLOT_FORM_MAX_SLOTS, Holders, compact_lines, wants_compact
+from .block_rows import SLOT_FORM_MAX_SLOTS, Holders, compact_lines, no_blocks_reason, wants_compact
 from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
 from .render.quiet import refresh_rows, set_scroll_extent
+from .render.text_strips import fitting_line
 from .view import RequestView, View
 
 SLOTS_PER_ROW = 8  # a block's slots per line of the block table
@@ -54,7 +54,7 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
         lines.append(_restore_line(restore))
     blocks = request.get("blocks", [])
     if not blocks:
-        for reason in _no_blocks_reason(request, view):
+        for reason in no_blocks_reason(request, view):
             lines.append(Text().append(reason, style="italic"))
     block_size = int(pool.get("block_size", 1))
     written: set[int] = set()  # positions this round committed
@@ -196,28 +196,6 @@ def _commit_line(commit: Mapping[str, Any]) -> Text:
     return text
 
 
-def _no_blocks_reason(request: RequestView, view: View) -> list[str]:
-    if request["status"] == "queued":
-        return ["queued: no KV blocks yet (restore or prefill happens on admission)"]
-    if request["status"] == "running":  # admitted, but its first rows found no room
-        why = request.get("waiting_for") or "the pool had no room for its rows"
-        return [f"waiting: no KV blocks yet ({why})"]
-    reason = request.get("finish_reason") or "finished"
-    lines = [f"finished ({reason}): holds no KV blocks any more"]
-    for entry in view.cached_prefixes_of(request):
-        held = f"{plural(len(entry['tokens']), 'position')} in {format_blocks(entry['blocks'])}"
-        if entry["state"] == "expired":
-            # The engine expires entries when a round starts: until then it holds the blocks.
-            lines.append(
-                f"its prefix expired at {entry['warm_until']:g}s: {held}, "
-                "released at the next round"
-            )
-            continue
-        until = entry["hot_until"] if entry["state"] == "hot" else entry["warm_until"]
-        lines.append(f"its prefix is cached {entry['state']}: {held} (until {until:g}s)")
-    return lines
-
-
 class BlockMap(ScrollView, can_focus=True):
     """The selected request's block table, the pool strip and its legend, as one page of rows.
 
@@ -330,24 +308,12 @@ class BlockMap(ScrollView, can_focus=True):
         key = (text.plain, text.style, tuple(text.spans), width, style)
         strips = self._strips.get(key)
         if strips is None:
-            strips = self._line_strip(text, width, style) if self.direct_lines else None
+            console, base = self.app.console, style.rich_style
+            strips = fitting_line(console, text, width, base) if self.direct_lines else None
             if strips is None:
                 strips = Visual.to_strips(self, visualize(self, text), width, None, style)
             self._strips[key] = strips
         return strips
-
-    def _line_strip(self, text: Text, width: int, style: VisualStyle) -> list[Strip] | None:
-        """One line that fits, from Rich's segments on the pane's style; None: Textual's job
-        (a line to wrap, or justified or overflowing text)."""
-        plain = text.plain
-        if "\n" in plain or text.cell_len > width or text.justify or text.overflow:
-            return None
-        base = style.rich_style
-        console = self.app.console
-        # Rich leaves a text's own style out of its segments when it has no spans.
-        under = base + console.get_style(text.style) if text.style else base
-        segments = Segment.apply_style(text.render(console, end=""), under)
-        return [Strip(segments).adjust_cell_length(width, base).simplify()]
 
     def _update_extent(self, repaint: bool = True) -> bool:
         """Fit the scroll range to the rows; True if the whole pane repaints (with

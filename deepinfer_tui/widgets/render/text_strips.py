@@ -1,0 +1,24 @@
+"""One line of Rich text as a strip, drawn from Rich's own segments.
+
+Textual's Content conversion costs ~150 us a line; a line that fits its pane needs none of it
+(no wrapping, no justification), and Rich's segments draw the same cells in ~20 us.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.strip import Strip
+
+
+def fitting_line(console: Console, text: Text, width: int, base: Style) -> list[Strip] | None:
+    """The text as one strip `width` cells wide on `base`; None if it does not fit on one
+    line as it is (a line to wrap, or justified or overflowing text: Textual's job)."""
+    if "\n" in text.plain or text.cell_len > width or text.justify or text.overflow:
+        return None
+    # Rich leaves a text's own style out of its segments when it has no spans.
+    under = base + console.get_style(text.style) if text.style else base
+    segments = Segment.apply_style(text.render(console, end=""), under)
+    return [Strip(segments).adjust_cell_length(width, base).simplify()]
