@@ -73,6 +73,9 @@ class RowTable(ScrollView, can_focus=True):
         }
         &:focus {
             background-tint: $foreground 5%;
+            & > .row-table--header {
+                background-tint: $foreground 5%;
+            }
             & > .row-table--cursor {
                 background: $block-cursor-background;
                 color: $block-cursor-foreground;
@@ -239,6 +242,12 @@ class RowTable(ScrollView, can_focus=True):
             self.post_message(self.Highlighted(self, key))
 
     def _scroll_to_cursor(self) -> None:
+        self._cursor_in_view()
+        # Rows that bring a scrollbar (or, in an auto-height pane, more height) lay the screen
+        # out first: until then a scroll is refused, so look again after that refresh.
+        self.call_after_refresh(self._cursor_in_view)
+
+    def _cursor_in_view(self) -> None:
         rows = self.scrollable_content_region.height - self.header_height
         top = round(self.scroll_offset.y)
         if self._cursor < top:
@@ -281,8 +290,11 @@ class RowTable(ScrollView, can_focus=True):
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
-        if offset is not None and offset.y >= self.header_height:
-            self.move_cursor(round(self.scroll_offset.y) + offset.y - self.header_height)
+        if offset is None or offset.y < self.header_height:
+            return  # the header or the border
+        row = round(self.scroll_offset.y) + offset.y - self.header_height
+        if row < len(self._keys):  # not the blank below the last row
+            self.move_cursor(row)
 
     # -- drawing --------------------------------------------------------------------------
 
@@ -354,12 +366,14 @@ class RowTable(ScrollView, can_focus=True):
         style = self._styles.get(key)
         if style is None:
             style = self.rich_style
+            # Whole component styles: their colours blended over the pane's (a partial style
+            # drops a colour's alpha, and `$primary 30%` would be drawn opaque).
             if kind == "header":
-                style += self.get_component_rich_style("row-table--header", partial=True)
+                style += self.get_component_rich_style("row-table--header")
             elif index_parity == 0:
-                style += self.get_component_rich_style("row-table--stripe", partial=True)
+                style += self.get_component_rich_style("row-table--stripe")
             if kind == "cursor":
-                style += self.get_component_rich_style("row-table--cursor", partial=True)
+                style += self.get_component_rich_style("row-table--cursor")
             self._styles[key] = style
         return style
 

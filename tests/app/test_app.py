@@ -13,9 +13,11 @@ from rich.segment import Segment
 from textual import events
 from textual.app import App, ComposeResult
 from textual.command import CommandPalette
+from textual.geometry import Region
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import Input
+from textual.widget import Widget
+from textual.widgets import DataTable, Input
 
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.collector import GC_PAUSE_LIMIT
@@ -175,6 +177,10 @@ async def test_keys_and_a_click_move_the_cursor_and_the_panes_follow() -> None:
         await pilot.pause()
         assert app.selected_id == ids[1]
         assert str(app.query_one(BlockMap).border_title).endswith(ids[1])
+        # The blank below the last row selects nothing.
+        await pilot.click(RequestTable, offset=(3, top + table.header_height + len(ids) + 1))
+        await pilot.pause()
+        assert app.selected_id == ids[1]
 
 
 async def test_the_cursor_row_is_drawn_in_the_cursor_colours_across_the_pane() -> None:
@@ -1099,3 +1105,48 @@ async def test_the_palette_over_a_dialog_lists_debugger_actions_as_unavailable()
         await pilot.press("escape", "escape")
         await wait_until(pilot, lambda: app.action_available("step"))
         assert app.action_available("step")
+
+
+class TwoTables(App[None]):
+    """Textual's DataTable beside the request table's RowTable, with the same rows."""
+
+    def compose(self) -> ComposeResult:
+        yield DataTable(zebra_stripes=True, cursor_type="row", id="data-table")
+        yield row_table.RowTable(id="row-table")
+
+    def on_mount(self) -> None:
+        data = self.query_one(DataTable)
+        data.add_columns("a", "b")
+        rows = self.query_one(row_table.RowTable)
+        rows.set_columns([("a", "a"), ("b", "b")])
+        for i in range(3):
+            data.add_row(f"r{i}", "x")
+        rows.set_rows([(f"r{i}", ((f"r{i}", ""), ("x", ""))) for i in range(3)])
+
+
+def line_colours(table: Widget) -> list[tuple[object, object, bool]]:
+    """Each of the first four lines' first cell: background, foreground, bold."""
+    colours = []
+    for strip in table.render_lines(Region(0, 0, table.outer_size.width, 4)):
+        style = next(segment for segment in strip if segment.text.strip()).style
+        colours.append((style.bgcolor, style.color, bool(style.bold)))
+    return colours
+
+
+@pytest.mark.parametrize("theme", ["textual-dark", "textual-light"])
+async def test_the_row_table_has_the_colours_of_textuals_data_table(theme: str) -> None:
+    # Header, cursor and stripes, focused and not: the theme's translucent colours (the
+    # blurred cursor is $primary at 30%) blended as DataTable blends them.
+    app = TwoTables()
+    async with app.run_test(size=(40, 12)) as pilot:
+        app.theme = theme
+        data, rows = app.query_one(DataTable), app.query_one(row_table.RowTable)
+        data.focus()
+        await pilot.pause()
+        data_focused, rows_blurred = line_colours(data), line_colours(rows)
+        rows.focus()
+        await pilot.pause()
+        rows_focused, data_blurred = line_colours(rows), line_colours(data)
+        assert rows_focused == data_focused
+        assert rows_blurred == data_blurred
+        assert rows_focused[1][0] != rows_blurred[1][0]  # the cursor row tells focus apart

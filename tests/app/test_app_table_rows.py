@@ -11,6 +11,7 @@ from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import parse_scenario
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import RequestTable
+from tests.app.helpers import wait_until
 
 REQUESTS = 40
 
@@ -148,3 +149,19 @@ async def test_a_sort_keeps_the_selected_request_selected_and_in_view() -> None:
         top = round(table.scroll_offset.y)
         rows = table.scrollable_content_region.height - table.header_height
         assert top <= table.get_row_index("r1") < top + rows, (top, rows)  # still on screen
+
+
+async def test_a_request_added_as_the_scrollbar_appears_is_selected_in_view() -> None:
+    # 18 rows fill the wide pane; the added one brings the scrollbar, which needs a layout
+    # before the table can scroll: the selection must still end up on screen.
+    app = one_arrival_per_round()
+    async with app.run_test(size=(160, 40)) as pilot:
+        table = app.query_one(RequestTable)
+        for _ in range(17):
+            await pilot.press("space")
+        await pilot.press("a", *"7,8,9", "tab", "ctrl+a", "ctrl+k", "3", "enter")
+        await wait_until(pilot, lambda: app.selected_id == "user-1")
+        await pilot.pause()
+        top = round(table.scroll_offset.y)
+        rows = table.scrollable_content_region.height - table.header_height
+        assert top <= table.cursor_row < top + rows, (table.cursor_row, top, rows)
