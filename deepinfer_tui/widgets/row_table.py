@@ -30,6 +30,43 @@ Cell = tuple[str, str]  # (text, style)
 PADDING = 1  # blank cells on each side of a cell's text
 
 
+# The theme's colours for a row table (those Textual's DataTable uses, so both look alike).
+ROW_TABLE_CSS = """
+RowTable {
+    background: $surface;
+    color: $foreground;
+    height: auto;
+    max-height: 100%;
+    & > .row-table--header {
+        text-style: bold;
+        background: $panel;
+    }
+    & > .row-table--stripe {
+        background: $surface-lighten-1 50%;
+    }
+    &:dark > .row-table--stripe {
+        background: $surface-darken-1 40%;
+    }
+    & > .row-table--cursor {
+        background: $block-cursor-blurred-background;
+        color: $block-cursor-blurred-foreground;
+        text-style: $block-cursor-blurred-text-style;
+    }
+    &:focus {
+        background-tint: $foreground 5%;
+        & > .row-table--header {
+            background-tint: $foreground 5%;
+        }
+        & > .row-table--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+    }
+}
+"""
+
+
 class RowTable(ScrollView, can_focus=True):
     """Rows keyed by a string, each a tuple of cells, in the order `set_rows` gives."""
 
@@ -50,40 +87,7 @@ class RowTable(ScrollView, can_focus=True):
         "row-table--cursor",
         "row-table--stripe",
     }
-    DEFAULT_CSS = """
-    RowTable {
-        background: $surface;
-        color: $foreground;
-        height: auto;
-        max-height: 100%;
-        & > .row-table--header {
-            text-style: bold;
-            background: $panel;
-        }
-        & > .row-table--stripe {
-            background: $surface-lighten-1 50%;
-        }
-        &:dark > .row-table--stripe {
-            background: $surface-darken-1 40%;
-        }
-        & > .row-table--cursor {
-            background: $block-cursor-blurred-background;
-            color: $block-cursor-blurred-foreground;
-            text-style: $block-cursor-blurred-text-style;
-        }
-        &:focus {
-            background-tint: $foreground 5%;
-            & > .row-table--header {
-                background-tint: $foreground 5%;
-            }
-            & > .row-table--cursor {
-                background: $block-cursor-background;
-                color: $block-cursor-foreground;
-                text-style: $block-cursor-text-style;
-            }
-        }
-    }
-    """
+    DEFAULT_CSS = ROW_TABLE_CSS
 
     class Highlighted(Message):
         """The cursor moved to another row (or the row under it changed)."""
