@@ -16,24 +16,25 @@ from tests.app.helpers import wait_until
 REQUESTS = 40
 
 
-def one_arrival_per_round() -> DebuggerApp:
-    """Requests that arrive one per round and run long: none finishes during a test."""
+def submits_app(events: list[dict[str, Any]], max_active: int) -> DebuggerApp:
+    """The debugger on the built-in scenario's model with these scenario events."""
     document = {
         "schema": 1,
-        "name": "arrivals",
-        "description": "one request arrives per round",
+        "name": "table rows",
+        "description": "requests for the table's tests",
         "seed": 7,
         "model": {"vocab_size": 32, "width": 16, "depth": 3, "window": 4},
-        "config": {"max_active": 8, "block_size": 16, "num_blocks": 400},
-        "events": [
-            {
-                "tick": tick,
-                "submit": {"id": f"r{tick + 1}", "prompt": [1, 2, 3], "max_tokens": 200},
-            }
-            for tick in range(REQUESTS)
-        ],
+        "config": {"max_active": max_active, "block_size": 16, "num_blocks": 400},
+        "events": events,
     }
     return DebuggerApp(Session(parse_scenario(document, "test scenario")))
+
+
+def one_arrival_per_round() -> DebuggerApp:
+    """Requests that arrive one per round and run long: none finishes during a test."""
+    submit = {"prompt": [1, 2, 3], "max_tokens": 200}
+    events = [{"tick": t, "submit": {"id": f"r{t + 1}", **submit}} for t in range(REQUESTS)]
+    return submits_app(events, max_active=8)
 
 
 async def press_counting_layouts(app: DebuggerApp, pilot: Pilot[Any]) -> int:
@@ -122,19 +123,8 @@ async def test_rows_drawn_round_by_round_equal_the_table_drawn_at_once() -> None
 async def test_a_sort_keeps_the_selected_request_selected_and_in_view() -> None:
     # Prompts grow with arrival: sorted by prompt length (longest first), the first request
     # goes from the top row to the bottom one, and the table follows it there.
-    document = {
-        "schema": 1,
-        "name": "growing prompts",
-        "description": "each arrival's prompt is one token longer",
-        "seed": 7,
-        "model": {"vocab_size": 32, "width": 16, "depth": 3, "window": 4},
-        "config": {"max_active": 16, "block_size": 16, "num_blocks": 400},
-        "events": [
-            {"tick": 0, "submit": {"id": f"r{n}", "prompt": [1] * n, "max_tokens": 50}}
-            for n in range(1, 15)
-        ],
-    }
-    app = DebuggerApp(Session(parse_scenario(document, "test scenario")))
+    submits = [{"id": f"r{n}", "prompt": [1] * n, "max_tokens": 50} for n in range(1, 15)]
+    app = submits_app([{"tick": 0, "submit": submit} for submit in submits], max_active=16)
     async with app.run_test(size=(80, 24)) as pilot:  # the table shows a few of 14 rows
         await pilot.press("space")
         table = app.query_one(RequestTable)
