@@ -26,6 +26,9 @@ class RequestTable(RowTable):
         # finished rows cost one `is` each.
         self._all_cells: dict[str, tuple[Cell, ...]] = {}
         self._drawn_from: dict[str, object] = {}
+        # Each request's cells of the columns shown, made when they change: the table then
+        # finds an unchanged row by identity.
+        self._shown_cells: dict[str, tuple[Cell, ...]] = {}
         # Widest text seen per column, hidden ones too: which columns fit depends on them.
         self._widest: dict[str, int] = {}
         self._columns: tuple[int, ...] = ()  # indexes into COLUMNS of the columns shown
@@ -54,6 +57,7 @@ class RequestTable(RowTable):
     def _set_columns(self, shown: tuple[int, ...]) -> None:
         """Show these columns (rows are added again by the next show())."""
         self._columns = shown
+        self._shown_cells.clear()
         self.set_columns([(COLUMNS[i].key, COLUMNS[i].header) for i in shown])
 
     def _columns_that_fit(self) -> tuple[int, ...]:
@@ -126,6 +130,7 @@ class RequestTable(RowTable):
                 continue
             self._drawn_from[request_id] = request
             cells = self._all_cells[request_id] = request_cells(request)  # type: ignore[arg-type]
+            self._shown_cells.pop(request_id, None)
             for column, (text, _) in zip(COLUMNS, cells):
                 width = cell_len(text)
                 if width > self._widest[column.key]:
@@ -134,8 +139,14 @@ class RequestTable(RowTable):
         if len(self._all_cells) > len(view.request_ids):  # submissions were undone
             for gone in set(self._all_cells) - set(view.request_ids):
                 del self._all_cells[gone], self._drawn_from[gone]
+                self._shown_cells.pop(gone, None)
         if grew and self._refit():  # a column grew: do the shown ones still fit?
             return
-        self.set_rows(
-            [(i, tuple(self._all_cells[i][c] for c in self._columns)) for i in self._wanted(view)]
-        )
+        self.set_rows([(i, self._cells_shown(i)) for i in self._wanted(view)])
+
+    def _cells_shown(self, request_id: str) -> tuple[Cell, ...]:
+        cells = self._shown_cells.get(request_id)
+        if cells is None:
+            every = self._all_cells[request_id]
+            cells = self._shown_cells[request_id] = tuple(every[c] for c in self._columns)
+        return cells

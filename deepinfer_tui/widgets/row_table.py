@@ -302,21 +302,22 @@ class RowTable(ScrollView, can_focus=True):
 
     # -- drawing --------------------------------------------------------------------------
 
+    def _current_frame(self) -> tuple[int, int, int]:
+        """The pane's width and its top and left scroll offsets."""
+        region = self.scrollable_content_region
+        return region.width, round(self.scroll_offset.y), round(self.scroll_offset.x)
+
     def render_lines(self, crop: Region) -> list[Strip]:
         # The pane's width and scroll offsets cannot change within one repaint: read once.
-        region = self.scrollable_content_region
-        self._frame = (region.width, round(self.scroll_offset.y), round(self.scroll_offset.x))
+        self._frame = self._current_frame()
         try:
             return super().render_lines(crop)
         finally:
             self._frame = None
 
     def render_line(self, y: int) -> Strip:
-        frame = self._frame
-        if frame is None:  # called outside a repaint (a test reading a line)
-            region = self.scrollable_content_region
-            frame = (region.width, round(self.scroll_offset.y), round(self.scroll_offset.x))
-        width, top, left = frame
+        # Outside a repaint (a test reading a line), read the frame now.
+        width, top, left = self._frame or self._current_frame()
         if y < self.header_height:
             cells: Iterable[Cell] = [(header, "") for header in self._headers]
             look: Hashable = ("header", self._headers)
