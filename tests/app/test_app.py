@@ -1141,12 +1141,22 @@ async def test_the_row_table_has_the_colours_of_textuals_data_table(theme: str) 
     async with app.run_test(size=(40, 12)) as pilot:
         app.theme = theme
         data, rows = app.query_one(DataTable), app.query_one(row_table.RowTable)
+
+        async def settled() -> list[list[tuple[object, object, bool]]]:
+            # A theme or focus change restyles on later messages: read once two reads agree.
+            before: list[list[tuple[object, object, bool]]] | None = None
+            for _ in range(50):
+                await pilot.pause()
+                now = [line_colours(data), line_colours(rows)]
+                if now == before:
+                    break
+                before = now
+            return now
+
         data.focus()
-        await pilot.pause()
-        data_focused, rows_blurred = line_colours(data), line_colours(rows)
+        data_focused, rows_blurred = await settled()
         rows.focus()
-        await pilot.pause()
-        rows_focused, data_blurred = line_colours(rows), line_colours(data)
+        data_blurred, rows_focused = await settled()
         assert rows_focused == data_focused
         assert rows_blurred == data_blurred
         assert rows_focused[1][0] != rows_blurred[1][0]  # the cursor row tells focus apart

@@ -37,6 +37,12 @@ def one_arrival_per_round() -> DebuggerApp:
     return submits_app(events, max_active=8)
 
 
+def cursor_in_view(table: RequestTable) -> bool:
+    top = round(table.scroll_offset.y)
+    rows = table.scrollable_content_region.height - table.header_height
+    return top <= table.cursor_row < top + rows
+
+
 async def press_counting_layouts(app: DebuggerApp, pilot: Pilot[Any]) -> int:
     """Press space; how many times the screen was laid out before the frame settled."""
     layouts: list[object] = []
@@ -136,9 +142,8 @@ async def test_a_sort_keeps_the_selected_request_selected_and_in_view() -> None:
         await pilot.pause()
         assert "by prompt" in str(table.border_title)
         assert app.selected_id == "r1" and table.get_row_index("r1") == table.row_count - 1
-        top = round(table.scroll_offset.y)
-        rows = table.scrollable_content_region.height - table.header_height
-        assert top <= table.get_row_index("r1") < top + rows, (top, rows)  # still on screen
+        await wait_until(pilot, lambda: cursor_in_view(table))  # the scroll follows a refresh
+        assert cursor_in_view(table), (table.cursor_row, table.scroll_offset.y)  # on screen
 
 
 async def test_a_request_added_as_the_scrollbar_appears_is_selected_in_view() -> None:
@@ -150,8 +155,6 @@ async def test_a_request_added_as_the_scrollbar_appears_is_selected_in_view() ->
         for _ in range(17):
             await pilot.press("space")
         await pilot.press("a", *"7,8,9", "tab", "ctrl+a", "ctrl+k", "3", "enter")
-        await wait_until(pilot, lambda: app.selected_id == "user-1")
-        await pilot.pause()
-        top = round(table.scroll_offset.y)
-        rows = table.scrollable_content_region.height - table.header_height
-        assert top <= table.cursor_row < top + rows, (table.cursor_row, top, rows)
+        await wait_until(pilot, lambda: app.selected_id == "user-1" and cursor_in_view(table))
+        assert app.selected_id == "user-1"
+        assert cursor_in_view(table), (table.cursor_row, table.scroll_offset.y)
