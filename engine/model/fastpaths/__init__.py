@@ -11,6 +11,8 @@ each is chosen by one check:
 * `padded.py`     `reads_in_place`: one item reads its rows where they are; a batch's padded
                   rows are kept across calls under their `context_key`;
 * `keys.py`       `in_place_keys`: the tree forward attends without concatenating keys;
+* `halves.py`     `halves_pay`: a large attention runs its query rows in two halves, one on a
+                  worker thread (NumPy releases the GIL in its products and `exp`);
 * `buffers.py`    work buffers reused across calls instead of fresh arrays.
 """
 

@@ -8,6 +8,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ...rows import BatchContext, planes
 from ..layers import attend, mask_bias
+from .halves import attend_split
 from .keys import attend_two
 
 # When a long chain's local attention runs over sliding windows (measured, one BLAS thread): a
@@ -92,14 +93,14 @@ class ChainAttention:
         keys = self.padded[:, plane, : self.span]
         values = self.padded[:, plane + 1, : self.span]
         if not blocks_pay(len(queries), self.q, self.stored_rows, self.chain):
-            return attend(queries, keys, values, self.bias)
+            return attend_split(queries, keys, values, self.bias)
         # A long chain (a prefill) in blocks of queries, each over the keys up to its last
         # row: the later chain rows are masked for it anyway (a quarter less work at 2).
         out = np.empty_like(queries)
         for low in range(0, self.q, CAUSAL_BLOCK_ROWS):
             high = min(self.q, low + CAUSAL_BLOCK_ROWS)
             reach = self.stored_rows + self.k + high
-            out[:, low:high] = attend(
+            out[:, low:high] = attend_split(
                 queries[:, low:high],
                 keys[:, :reach],
                 values[:, :reach],
