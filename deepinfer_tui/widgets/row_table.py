@@ -116,6 +116,7 @@ class RowTable(ScrollView, can_focus=True):
         self._strips: dict[str | None, tuple[Hashable, Strip]] = {}
         self._styles: dict[Hashable, Style] = {}  # composed styles, until the theme changes
         self._frame: tuple[int, int, int] | None = None  # width, top, left: within a repaint
+        self._rows_shown = 0  # body rows the pane showed at its last size
 
     # -- content --------------------------------------------------------------------------
 
@@ -250,6 +251,13 @@ class RowTable(ScrollView, can_focus=True):
         # Rows that bring a scrollbar (or, in an auto-height pane, more height) lay the screen
         # out first: until then a scroll is refused, so look again after that refresh.
         self.call_after_refresh(self._cursor_in_view)
+
+    def on_resize(self) -> None:
+        # A cursor row that was on screen stays there when the pane gets shorter.
+        rows, self._rows_shown = self._rows_shown, self._page()
+        top = round(self.scroll_offset.y)
+        if top <= self._cursor < top + rows:
+            self._scroll_to_cursor()
 
     def _cursor_in_view(self) -> None:
         rows = self.scrollable_content_region.height - self.header_height

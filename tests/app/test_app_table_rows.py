@@ -158,3 +158,22 @@ async def test_a_request_added_as_the_scrollbar_appears_is_selected_in_view() ->
         await wait_until(pilot, lambda: app.selected_id == "user-1" and cursor_in_view(table))
         assert app.selected_id == "user-1"
         assert cursor_in_view(table), (table.cursor_row, table.scroll_offset.y)
+
+
+async def test_a_shorter_pane_keeps_the_cursor_row_on_screen() -> None:
+    submits = [{"id": f"r{n}", "prompt": [1, 2], "max_tokens": 50} for n in range(1, 31)]
+    app = submits_app([{"tick": 0, "submit": submit} for submit in submits], max_active=32)
+    async with app.run_test(size=(120, 50)) as pilot:
+        await pilot.press("space")
+        table = app.query_one(RequestTable)
+        table.focus()
+        rows = table.scrollable_content_region.height - table.header_height
+        for _ in range(rows - 1):  # to the last row on screen
+            await pilot.press("down")
+        await pilot.pause()
+        assert cursor_in_view(table) and round(table.scroll_offset.y) == 0
+        selected = app.selected_id
+        await pilot.resize_terminal(120, 30)  # the table loses rows at its bottom
+        await wait_until(pilot, lambda: cursor_in_view(table))
+        assert app.selected_id == selected
+        assert cursor_in_view(table), (table.cursor_row, table.scroll_offset.y)
