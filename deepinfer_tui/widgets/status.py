@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static
 
 from ..legend import BLOCK_MARKS, STATUS_MARKS
 from ..log_view import log_still_holds
 from ..parsing import clip
-from .render.quiet import update_static
+from .render.text_strips import fitting_line
 from .view import Event, View
 
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -67,15 +70,33 @@ class CommitTally:
         self._last = log[-1] if log else None
 
 
-class StatusBar(Static):
+class StatusBar(Widget):
     """Two lines of figures; rendered from the view alone, redrawn only when they change.
-    Narrow terminals get shorter wording, so the header keeps its two rows."""
+    Narrow terminals get shorter wording, so the header keeps its two rows.
+
+    Each line is fitted to the width, so it is drawn from Rich's segments (`fitting_line`):
+    no Textual Content is made or rendered for it, which cost a millisecond a round."""
+
+    DEFAULT_CSS = """
+    StatusBar {
+        height: auto;
+    }
+    """
+
+    direct_lines = True  # False: the lines go through Textual's Content (slower, the same)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._shown: Text | None = None
+        self._shown = Text()
         self._view: View | None = None
         self._tally = CommitTally()
+        self._lines: list[Text] = []  # the shown text's lines, as fitted
+        self._strips: dict[int, tuple[Hashable, Strip]] = {}  # drawn lines, with their look
+
+    @property
+    def content(self) -> Text:
+        """The header's text, as shown."""
+        return self._shown
 
     def show(self, view: View) -> None:
         self._view = view
@@ -84,8 +105,41 @@ class StatusBar(Static):
         width = self.content_size.width or self.app.size.width or None
         text = render_status(view, committed, width)
         if text != self._shown:
+            rows = len(self._lines)
             self._shown = text
-            update_static(self, text)
+            self._lines = text.split("\n", allow_blank=True)
+            # Every line fits the width: the height changes only with the number of lines.
+            self.refresh(layout=len(self._lines) != rows)
+
+    def render(self) -> Text:
+        return self._shown
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        if self.direct_lines and all(line.cell_len <= width for line in self._lines):
+            return max(1, len(self._lines))
+        return super().get_content_height(container, viewport, width)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        line = self._lines[y] if self.direct_lines and y < len(self._lines) else None
+        if line is None or line.cell_len > width:
+            return super().render_line(y)
+        base = self.visual_style.rich_style
+        look = (line.plain, line.spans, width, base)
+        kept = self._strips.get(y)
+        if kept is None or kept[0] != look:
+            # The lines are no_wrap with an ellipsis: a fitted line needs neither.
+            plain = Text(line.plain, style=line.style, spans=line.spans)
+            # As long as the line, as Textual's rendering is: the pane pads it.
+            strips = fitting_line(self.app.console, plain, line.cell_len, base)
+            if strips is None:
+                return super().render_line(y)
+            kept = self._strips[y] = (look, strips[0])
+        return kept[1]
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
 
     def on_resize(self) -> None:
         if self._view is not None:

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rich.style import Style
 from textual.command import CommandList, CommandPalette
 from textual.content import Content
 from textual.geometry import Region
 from textual.pilot import Pilot
+from textual.strip import Strip
 from textual.widget import Widget
 
 from deepinfer_tui.app import DebuggerApp
@@ -104,3 +106,15 @@ def plain(lines: list, width: int = 200) -> list[str]:
         for line in lines:
             console.print(line)
     return capture.get().splitlines()
+
+
+def looks(strip: Strip) -> list[tuple[str, object, object, bool, bool, bool, bool]]:
+    """Each cell of a line: its character and how it is drawn (colours resolved, no meta)."""
+    cells = []
+    for segment in strip:
+        style = segment.style or Style()
+        color = style.color.get_truecolor() if style.color else None
+        bgcolor = style.bgcolor.get_truecolor() if style.bgcolor else None
+        look = (color, bgcolor, bool(style.bold), bool(style.underline), bool(style.reverse))
+        cells.extend((character, *look, bool(style.dim)) for character in segment.text)
+    return cells

@@ -3,9 +3,6 @@ tokens, or deferred by a small pool."""
 
 from __future__ import annotations
 
-from rich.style import Style
-from textual.strip import Strip
-
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.session import Session
@@ -13,6 +10,7 @@ from deepinfer_tui.widgets import BlockMap
 from tests.app import tour
 from tests.app.helpers import (
     generated,
+    looks,
     make_app,
 )
 
@@ -69,18 +67,6 @@ async def test_a_deferred_running_request_is_not_called_finished() -> None:
             for line in lines
         ), lines
         assert not any(line.startswith("finished") for line in lines), lines
-
-
-def looks(strip: Strip) -> list[tuple[str, object, object, bool, bool, bool, bool]]:
-    """Each cell of a line: its character and how it is drawn (colours resolved, no meta)."""
-    cells = []
-    for segment in strip:
-        style = segment.style or Style()
-        color = style.color.get_truecolor() if style.color else None
-        bgcolor = style.bgcolor.get_truecolor() if style.bgcolor else None
-        look = (color, bgcolor, bool(style.bold), bool(style.underline), bool(style.reverse))
-        cells.extend((character, *look, bool(style.dim)) for character in segment.text)
-    return cells
 
 
 async def test_lines_drawn_directly_look_as_textual_draws_them() -> None:

@@ -15,6 +15,7 @@ from deepinfer_tui.widgets import BlockMap, StatusBar
 from deepinfer_tui.widgets.status import DescriptionLine
 from tests.app.helpers import (
     footer_keys,
+    looks,
     make_app,
     shown_lines,
 )
@@ -31,6 +32,27 @@ def described_app(description: str) -> DebuggerApp:
         }
     )
     return DebuggerApp(Session(scenario))
+
+
+@pytest.mark.parametrize("theme", ["textual-dark", "textual-light"])
+@pytest.mark.parametrize("width", [40, 60, 80, 160])
+async def test_header_lines_drawn_directly_look_as_textual_draws_them(
+    width: int, theme: str
+) -> None:
+    # The header draws its fitted lines from Rich's segments; with direct_lines off they go
+    # through Textual's Content. Round after round, both draw the same cells.
+    app = make_app()
+    async with app.run_test(size=(width, 24)) as pilot:
+        app.theme = theme
+        status = app.query_one(StatusBar)
+        for _ in range(6):
+            await pilot.press("space")
+            await pilot.pause()
+            height = status.size.height
+            direct = [looks(status.render_line(y)) for y in range(height)]
+            status.direct_lines = False
+            assert [looks(status.render_line(y)) for y in range(height)] == direct
+            status.direct_lines = True
 
 
 @pytest.mark.parametrize("width", [60, 80, 100])

@@ -16,27 +16,11 @@ from contextlib import contextmanager
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from rich.cells import cell_len
-from rich.text import Text
 from textual.geometry import Region, Size
 from textual.reactive import Reactive
 from textual.scroll_view import ScrollView
 from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widget import Widget
-from textual.widgets import Static
-
-
-def update_static(widget: Static, content: Text) -> None:
-    """Show new content; lay out the screen only if the widget's content height changes."""
-    widget.update(content, layout=False)
-    width, height = widget.content_size
-    lines = content.plain.split("\n")
-    if all(cell_len(line) <= width for line in lines):
-        measured = len(lines)  # nothing wraps: one row per line, no need to render it to count
-    else:
-        measured = widget.get_content_height(widget.container_size, widget.app.size, width)
-    if not width or measured != height:
-        widget.refresh(layout=True)
 
 
 def set_scroll_extent(view: ScrollView, size: Size, *, repaint: bool = True) -> None:
