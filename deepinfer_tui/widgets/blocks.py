@@ -19,7 +19,7 @@ from ..describe import format_blocks, format_tokens
 from ..legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
 from .block_rows import SLOT_FORM_MAX_SLOTS, Holders, compact_lines, no_blocks_reason, wants_compact
 from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
-from .render.quiet import refresh_rows, set_scroll_extent
+from .render.quiet import refresh_rows, set_scroll_extent, shows_scrollbar
 from .render.text_strips import fitting_line
 from .view import RequestView, View
 
@@ -210,7 +210,7 @@ class BlockMap(ScrollView, can_focus=True):
     DEFAULT_CSS = """
     BlockMap {
         overflow-x: hidden;
-        overflow-y: auto;
+        overflow-y: scroll;
     }
     BlockMap > .block-map--legend {
         color: $text-muted;
@@ -323,8 +323,8 @@ class BlockMap(ScrollView, can_focus=True):
         if size == self.virtual_size:
             return False
         viewport = self.scrollable_content_region.height
-        overflows = size.height > viewport
-        if not self.is_mounted or not viewport or overflows != self.show_vertical_scrollbar:
+        bar = shows_scrollbar(self, 1, size.height > viewport)
+        if not self.is_mounted or not viewport or bar != self.show_vertical_scrollbar:
             self.virtual_size = size  # the scrollbar comes or goes: the screen lays out again
             return True
         scroll_y = self.scroll_y

@@ -14,7 +14,7 @@ from typing import Any
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.session import Session
-from tests.app.tour import SMALL, WIDE, cancel, speculation, warm
+from tests.app.tour import LARGE, SMALL, WIDE, cancel, speculation, warm
 
 
 def make_app() -> DebuggerApp:
@@ -43,3 +43,8 @@ def test_help_screen(snap_compare: Any) -> None:
 
 def test_small_terminal_mid_speculation(snap_compare: Any) -> None:
     assert snap_compare(make_app(), terminal_size=SMALL, run_before=speculation)
+
+
+def test_large_terminal_mid_speculation(snap_compare: Any) -> None:
+    # From 150 columns the table and the detail panes share one row.
+    assert snap_compare(make_app(), terminal_size=LARGE, run_before=speculation)

@@ -3,6 +3,7 @@ table's box or scrollbar must change; otherwise its scroll range grows in place.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from textual.pilot import Pilot
@@ -10,13 +11,15 @@ from textual.pilot import Pilot
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import parse_scenario
 from deepinfer_tui.session import Session
-from deepinfer_tui.widgets import RequestTable
+from deepinfer_tui.widgets import BlockMap, RequestTable
 from tests.app.helpers import wait_until
 
 REQUESTS = 40
 
 
-def submits_app(events: list[dict[str, Any]], max_active: int) -> DebuggerApp:
+def submits_app(
+    events: list[dict[str, Any]], max_active: int, block_size: int = 16, num_blocks: int = 400
+) -> DebuggerApp:
     """The debugger on the built-in scenario's model with these scenario events."""
     document = {
         "schema": 1,
@@ -24,7 +27,7 @@ def submits_app(events: list[dict[str, Any]], max_active: int) -> DebuggerApp:
         "description": "requests for the table's tests",
         "seed": 7,
         "model": {"vocab_size": 32, "width": 16, "depth": 3, "window": 4},
-        "config": {"max_active": max_active, "block_size": 16, "num_blocks": 400},
+        "config": {"max_active": max_active, "block_size": block_size, "num_blocks": num_blocks},
         "events": events,
     }
     return DebuggerApp(Session(parse_scenario(document, "test scenario")))
@@ -73,24 +76,47 @@ async def test_a_new_row_in_a_table_of_fixed_height_lays_nothing_out() -> None:
             await pilot.press("space")
         await pilot.pause()
         room = table.scrollable_content_region.height
-        quiet = overflowing = 0
+        fitting = overflowing = 0
         while table.row_count < REQUESTS:
             rows, box = table.row_count, table.region
-            before = rows + table.header_height > room
             layouts = await press_counting_layouts(app, pilot)
             assert table.row_count == rows + 1
             assert_scroll_range_fits_rows(table)
-            after = table.row_count + table.header_height > room
-            assert table.show_vertical_scrollbar == after
-            if before == after:  # the scrollbar neither came nor went
-                assert table.region == box
-                assert layouts == 0, f"row {table.row_count} laid the screen out"
-                quiet += 1
-                overflowing += after
-        assert overflowing and quiet > overflowing  # both kinds of round were seen
+            # Its scrollbar is always there: the row that overflows the pane brings none.
+            assert table.show_vertical_scrollbar
+            assert table.region == box
+            assert layouts == 0, f"row {table.row_count} laid the screen out"
+            if table.row_count + table.header_height > room:
+                overflowing += 1
+            else:
+                fitting += 1
+        assert fitting and overflowing  # rows that fit and rows past the pane were both added
         table.scroll_end(animate=False, immediate=True)
         await pilot.pause()
         assert table.scroll_y == table.max_scroll_y > 0  # the newest row can be scrolled to
+
+
+async def test_a_block_table_growing_past_its_pane_lays_nothing_out() -> None:
+    # Four-slot blocks and a small pool: the request's block table outgrows its pane within
+    # a few rounds, then folds its runs of alike blocks and fits again.
+    events = [{"tick": 0, "submit": {"id": "r1", "prompt": [1, 2], "max_tokens": 80}}]
+    app = submits_app(events, max_active=2, block_size=4, num_blocks=64)
+    async with app.run_test(size=(160, 50)) as pilot:
+        blocks = app.query_one(BlockMap)
+
+        def overflows() -> bool:
+            return blocks.virtual_size.height > blocks.scrollable_content_region.height
+
+        for _ in range(3):  # past the first rounds' changes of keys and panes
+            await pilot.press("space")
+        await pilot.pause()
+        seen = [overflows()]
+        for _ in range(10):
+            assert await press_counting_layouts(app, pilot) == 0
+            assert blocks.show_vertical_scrollbar  # always there: no line brings it
+            seen.append(overflows())
+        assert (False, True) in pairwise(seen)  # it grew past the pane
+        assert (True, False) in pairwise(seen)  # and came back within it
 
 
 async def test_a_table_of_auto_height_still_grows_with_its_rows_up_to_its_cap() -> None:

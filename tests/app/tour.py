@@ -18,6 +18,7 @@ from deepinfer_tui.widgets import RequestTable
 Moment = Callable[[Pilot[None]], Awaitable[None]]
 WIDE = (120, 40)
 SMALL = (80, 24)
+LARGE = (160, 50)  # the wide layout: requests | blocks | draft tree in one row
 
 
 async def select(pilot: Pilot[None], request_id: str) -> None:

@@ -43,25 +43,32 @@ def set_scroll_extent(view: ScrollView, size: Size, *, repaint: bool = True) -> 
         view.refresh()
 
 
+def shows_scrollbar(view: ScrollView, axis: int, overflows: bool) -> bool:
+    """Whether the view shows its scrollbar along `axis` (0: x, 1: y) for content that
+    overflows it or not: always with overflow `scroll`, never with `hidden`."""
+    overflow = view.styles.overflow_x if axis == 0 else view.styles.overflow_y
+    return overflow == "scroll" or (overflow == "auto" and overflows)
+
+
 def extent_keeps_box(view: ScrollView, before: Size, after: Size) -> bool:
     """True if a scroll view's virtual size can go from `before` to `after` without a layout:
-    along each axis the content overflows the view both times or neither time (so no
-    scrollbar comes or goes), and the box does not follow the content (a box sized by the
-    layout, or an auto-sized one already at its cap because the content overflows). A width
-    change must also leave the horizontal scrollbar hidden (`set_scroll_extent` keeps only
-    the vertical one up to date).
+    along each axis no scrollbar comes or goes (the content overflows the view both times or
+    neither time, or the bar is always or never shown), and the box does not follow the
+    content (a box sized by the layout, or an auto-sized one already at its cap because the
+    content overflows). A width change must also leave the horizontal scrollbar hidden
+    (`set_scroll_extent` keeps only the vertical one up to date).
     """
     room = view.scrollable_content_region.size
     if not view.is_mounted or room.width <= 0 or room.height <= 0:
         return False
     shown = (view.show_horizontal_scrollbar, view.show_vertical_scrollbar)
     for axis, (old, new, space) in enumerate(zip(before, after, room)):
-        overflows = old > space
-        if overflows != (new > space) or overflows != shown[axis]:
+        bars = {shows_scrollbar(view, axis, length > space) for length in (old, new)}
+        if bars != {shown[axis]}:
             return False
         length = view.styles.width if axis == 0 else view.styles.height
         follows = length is None or length.is_auto
-        if old != new and follows and not overflows:
+        if old != new and follows and not (old > space and new > space):
             return False
     return before.width == after.width or not shown[0]
 
