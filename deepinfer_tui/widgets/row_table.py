@@ -25,46 +25,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from .render.quiet import extent_keeps_box, refresh_rows, set_scroll_extent
+from .row_table_css import ROW_TABLE_CSS
 
 Cell = tuple[str, str]  # (text, style)
 PADDING = 1  # blank cells on each side of a cell's text
-
-
-# The theme's colours for a row table (those Textual's DataTable uses, so both look alike).
-ROW_TABLE_CSS = """
-RowTable {
-    background: $surface;
-    color: $foreground;
-    height: auto;
-    max-height: 100%;
-    & > .row-table--header {
-        text-style: bold;
-        background: $panel;
-    }
-    & > .row-table--stripe {
-        background: $surface-lighten-1 50%;
-    }
-    &:dark > .row-table--stripe {
-        background: $surface-darken-1 40%;
-    }
-    & > .row-table--cursor {
-        background: $block-cursor-blurred-background;
-        color: $block-cursor-blurred-foreground;
-        text-style: $block-cursor-blurred-text-style;
-    }
-    &:focus {
-        background-tint: $foreground 5%;
-        & > .row-table--header {
-            background-tint: $foreground 5%;
-        }
-        & > .row-table--cursor {
-            background: $block-cursor-background;
-            color: $block-cursor-foreground;
-            text-style: $block-cursor-text-style;
-        }
-    }
-}
-"""
 
 
 class RowTable(ScrollView, can_focus=True):

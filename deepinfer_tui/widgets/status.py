@@ -128,10 +128,8 @@ class StatusBar(Widget):
         look = (line.plain, line.spans, width, base)
         kept = self._strips.get(y)
         if kept is None or kept[0] != look:
-            # The lines are no_wrap with an ellipsis: a fitted line needs neither.
-            plain = Text(line.plain, style=line.style, spans=line.spans)
             # As long as the line, as Textual's rendering is: the pane pads it.
-            strips = fitting_line(self.app.console, plain, line.cell_len, base)
+            strips = fitting_line(self.app.console, line, line.cell_len, base)
             if strips is None:
                 return super().render_line(y)
             kept = self._strips[y] = (look, strips[0])

@@ -15,8 +15,9 @@ from textual.strip import Strip
 
 def fitting_line(console: Console, text: Text, width: int, base: Style) -> list[Strip] | None:
     """The text as one strip `width` cells wide on `base`; None if it does not fit on one
-    line as it is (a line to wrap, or justified or overflowing text: Textual's job)."""
-    if "\n" in text.plain or text.cell_len > width or text.justify or text.overflow:
+    line as it is (a line to wrap, or justified text: Textual's job). A text that fits needs
+    no overflow rule, so one set for a narrower width changes nothing."""
+    if "\n" in text.plain or text.cell_len > width or text.justify:
         return None
     # Rich leaves a text's own style out of its segments when it has no spans.
     under = base + console.get_style(text.style) if text.style else base

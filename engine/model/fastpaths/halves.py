@@ -40,27 +40,24 @@ def attend_split(
 ) -> np.ndarray:
     """`layers.attend`, in two halves of the query rows when they pay."""
     rows = q.shape[-2]
-    if not halves_pay(rows, q[..., 0].size * keys.shape[-2]):
-        return attend(q, keys, values, bias)
 
-    def half(part: slice) -> np.ndarray:
-        return attend(q[..., part, :], keys, values, rows_of(bias, part, rows))
+    def part(of: slice) -> np.ndarray:
+        return attend(q[..., of, :], keys, values, rows_of(bias, of, rows))
 
-    return in_halves(rows, half, np.empty((*q.shape[:-1], values.shape[-1])))
+    return by_rows(q, keys.shape[-2], values.shape[-1], part)
 
 
-def rows_of(bias: np.ndarray | None, part: slice, rows: int) -> np.ndarray | None:
-    """The bias of query rows `part` (a bias broadcast over the rows stays whole)."""
-    if bias is None or bias.ndim < 2 or bias.shape[-2] != rows:
-        return bias
-    return bias[..., part, :]
-
-
-def in_halves(rows: int, compute: Callable[[slice], np.ndarray], out: np.ndarray) -> np.ndarray:
-    """`out[..., rows, :]` filled by `compute(rows_slice)` for two halves of the rows, the
-    first on the worker thread; returns `out`."""
+def by_rows(
+    q: np.ndarray, keys: int, width: int, compute: Callable[[slice], np.ndarray]
+) -> np.ndarray:
+    """`compute(rows)` of every query row of `q` (against `keys` keys, `width` values wide):
+    in one call, or in two halves, the first on the worker thread, when they pay."""
+    rows = q.shape[-2]
+    if not halves_pay(rows, q[..., 0].size * keys):
+        return compute(slice(0, rows))
     middle = (rows // 2) // HALVES_ROW_ALIGN * HALVES_ROW_ALIGN
     first, second = slice(0, middle), slice(middle, rows)
+    out = np.empty((*q.shape[:-1], width))
     # The caller's context goes with the work: NumPy keeps its error state (`np.errstate`,
     # which the runner sets so an overflow fails one request, silently) in a context variable.
     context = contextvars.copy_context()
@@ -71,6 +68,13 @@ def in_halves(rows: int, compute: Callable[[slice], np.ndarray], out: np.ndarray
         result = pending.result()  # never leave the worker writing after we return
     out[..., first, :] = result
     return out
+
+
+def rows_of(bias: np.ndarray | None, part: slice, rows: int) -> np.ndarray | None:
+    """The bias of query rows `part` (a bias broadcast over the rows stays whole)."""
+    if bias is None or bias.ndim < 2 or bias.shape[-2] != rows:
+        return bias
+    return bias[..., part, :]
 
 
 def _cores() -> int:

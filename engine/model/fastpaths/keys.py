@@ -8,7 +8,7 @@ import numpy as np
 from ...rows import BatchContext, planes
 from ..batched import GlobalKeys, Masks, NewRows
 from ..layers import ENCODER_PLANE, NEG, mask_bias
-from .halves import attend_split, halves_pay, in_halves, rows_of
+from .halves import attend_split, by_rows, rows_of
 
 
 def in_place_keys(context: BatchContext, rows: NewRows, seen: Masks, width: int) -> GlobalKeys:
@@ -76,15 +76,13 @@ def attend_two(
     context a zero-copy view); in two halves of the query rows when they pay."""
     (k1, v1, b1), (k2, v2, b2) = first, second
     rows = q.shape[-2]
-    if not halves_pay(rows, q[..., 0].size * (k1.shape[-2] + k2.shape[-2])):
-        return _attend_two(q, first, second)
 
-    def half(part: slice) -> np.ndarray:
+    def part(of: slice) -> np.ndarray:
         return _attend_two(
-            q[..., part, :], (k1, v1, rows_of(b1, part, rows)), (k2, v2, rows_of(b2, part, rows))
+            q[..., of, :], (k1, v1, rows_of(b1, of, rows)), (k2, v2, rows_of(b2, of, rows))
         )
 
-    return in_halves(rows, half, np.empty((*q.shape[:-1], v1.shape[-1])))
+    return by_rows(q, k1.shape[-2] + k2.shape[-2], v1.shape[-1], part)
 
 
 def _attend_two(
