@@ -91,6 +91,11 @@ def following(options: tuple[str, ...], current: str | None) -> str | None:
 CELL_PADDING = 2  # blank cells around a cell's text, both sides together (the table's PADDING x 2)
 
 
+def waited_blocks(request: Mapping[str, Any]) -> int:
+    """The free blocks a waiting request needs, 0 if it waits for something else."""
+    return int(request.get("needs_blocks") or 0)
+
+
 def schedule_state(request: Mapping[str, Any]) -> str:
     """What the scheduler does with the request, short: `prefill 512/1884`, `decoding`,
     `waits 118 blk` (free blocks) or `waits budget` (the token budget), else its status."""
@@ -98,9 +103,8 @@ def schedule_state(request: Mapping[str, Any]) -> str:
     if state == "prefilling":
         return f"prefill {request['computed_positions']}/{request['prefill_total']}"
     if state == "waiting":
-        why = request.get("waiting_for") or ""
-        count = why.split(" ", 1)[0]
-        return f"waits {count} blk" if count.isdigit() else "waits budget"
+        count = waited_blocks(request)
+        return f"waits {count} blk" if count else "waits budget"
     if state in ("decoding", "preempted"):
         return state
     return str(request["status"])

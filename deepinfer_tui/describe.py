@@ -32,6 +32,18 @@ def format_blocks(values: Iterable[int]) -> str:
     return " ".join(f"#{first}" if first == last else f"#{first}-#{last}" for first, last in runs)
 
 
+def restore_counts(restore: Mapping[str, Any], request: Mapping[str, Any]) -> str:
+    """`reused 0, computed 3`; while an unfinished request's planned rows are still to compute,
+    how far they are: `reused 0, computed 0 of 1783` (one waiting for blocks has computed none).
+    A finished request holds no rows any more: it computed them all."""
+    reused, planned = int(restore["reused_positions"]), int(restore["encoder_rows"])
+    done = planned
+    if request.get("status") != "finished":
+        done = max(0, int(request.get("computed_positions", 0)) - reused)
+    computed = f"{planned}" if done >= planned else f"{done} of {planned}"
+    return f"reused {reused}, computed {computed}"
+
+
 FOLDED_RUN = 4  # this many alike neighbours or more read as one entry (fewer are as short)
 
 
@@ -160,9 +172,13 @@ def _preempt(event: Event) -> str:
     kept = event.get("kept_positions")
     if kept is None:  # a trace from before preempted requests offered their prefix
         return f"preempted: lost {lost} ({event['reason']})"
+    # The metrics' "recomputed" is the lost work the cache does not give back; the rest of
+    # `recompute_positions` (every position but those kept) was never computed.
+    recompute = max(0, int(event["lost_positions"]) - int(kept))
     return (
-        f"preempted: gave back {lost}; the cache keeps {kept}, "
-        f"{plural(event['recompute_positions'], 'position')} to recompute ({event['reason']})"
+        f"preempted: gave back {lost}, the cache keeps {kept} for now; readmitted now, it would "
+        f"recompute {recompute} and compute {event['recompute_positions']} in all "
+        f"({event['reason']})"
     )
 
 

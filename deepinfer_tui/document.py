@@ -20,7 +20,14 @@ from rich.tree import Tree
 
 from .cache_view import cache_lines, cache_policy
 from .columns import COLUMNS, request_cells
-from .describe import describe, format_blocks, format_tokens, plural, ttl_cache_entries
+from .describe import (
+    describe,
+    format_blocks,
+    format_tokens,
+    plural,
+    restore_counts,
+    ttl_cache_entries,
+)
 from .diff_view import FrameBefore
 from .document_views import view_sections
 from .legend import BLOCK_MARKS, SLOT_MARKS, Mark, pool_legend, verdict_legend
@@ -259,8 +266,8 @@ def request_section(request: dict[str, Any], tick: int | None = None) -> Panel:
         lines.append(f"\nerror: {request['error']}", "red")
     if restore:
         lines.append(
-            f"\nrestore {restore['cache']}: reused {restore['reused_positions']} positions, "
-            f"computed {restore['encoder_rows']} ({restore['reason']}); "
+            f"\nrestore {restore['cache']}: "
+            f"{restore_counts(restore, request)} ({restore['reason']}); "
             f"{restore['recovery_mode']} recovery"
         )
     if request["preemptions"]:

@@ -215,6 +215,8 @@ class Views:
         return {
             "state": state,
             "waiting_for": None if request.finished else request.waiting_for,
+            # Free blocks its next rows need, while it waits for them (0 otherwise).
+            "needs_blocks": request.needs_blocks if state == "waiting" else 0,
             "computed_positions": computed,
             "prefill_total": total,
             "priority": request.priority,

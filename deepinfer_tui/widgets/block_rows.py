@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.text import Text
 
+from ..columns import waited_blocks
 from ..describe import cache_holdings, format_blocks, plural
 from ..legend import BLOCK_MARKS
 from .view import View
@@ -141,11 +142,23 @@ def _folded_line(run: Sequence[Block], block_size: int) -> Text:
 def no_blocks_reason(request: Mapping[str, Any], view: View) -> list[str]:
     """Why a request holds no blocks: queued, waiting for room, or finished (and what of
     its prefix the cache still keeps)."""
+    why = request.get("waiting_for")
     if request["status"] == "queued":
-        return ["queued: no KV blocks yet (restore or prefill happens on admission)"]
+        waits = [f"waits for {why}"] if why else []
+        if request.get("state") == "preempted":
+            times = plural(int(request.get("preemptions", 0)), "time")
+            return [
+                f"preempted ({times}): gave its KV blocks back; on readmission it restores "
+                "what the cache still keeps and computes the rest",
+                *waits,
+            ]
+        return ["queued: no KV blocks yet (restore or prefill happens on admission)", *waits]
     if request["status"] == "running":  # admitted, but its first rows found no room
-        why = request.get("waiting_for") or "the pool had no room for its rows"
-        return [f"waiting: no KV blocks yet ({why})"]
+        needs = waited_blocks(request)
+        if needs:
+            free = int(view.snapshot.get("metrics", {}).get("blocks", {}).get("free", 0))
+            return [f"waiting: no KV blocks yet (needs {plural(needs, 'free block')}, {free} free)"]
+        return [f"waiting: no KV blocks yet ({why or 'the pool had no room for its rows'})"]
     reason = request.get("finish_reason") or "finished"
     lines = [f"finished ({reason}): holds no KV blocks any more"]
     for entry in view.cached_prefixes_of(request):

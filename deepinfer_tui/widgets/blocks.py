@@ -15,7 +15,7 @@ from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 
 from ..columns import schedule_state
-from ..describe import format_blocks, format_tokens
+from ..describe import format_blocks, format_tokens, restore_counts
 from ..legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
 from .block_rows import SLOT_FORM_MAX_SLOTS, Holders, compact_lines, no_blocks_reason, wants_compact
 from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
@@ -51,7 +51,7 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
     lines = [_heading(request, committed, window)]
     restore = request.get("restore")
     if restore:
-        lines.append(_restore_line(restore))
+        lines.append(_restore_line(restore, request))
     blocks = request.get("blocks", [])
     if not blocks:
         for reason in no_blocks_reason(request, view):
@@ -63,7 +63,7 @@ def block_table_lines(request: RequestView, view: View) -> list[Text]:
     rows = _block_rows(blocks, snapshot, block_size, digits, id_width, window, rolled_back, written)
     lines.extend(rows)
     for block_id in request.get("dropped_blocks", []):
-        lines.append(_dropped_line(block_id, digits, id_width, block_size))
+        lines.extend(_dropped_lines(block_id, digits, id_width, block_size))
     for event in view.events_this_tick(str(request["id"]), "rollback"):
         text = Text()
         text.append(f"rolled back {format_tokens(event.get('removed', []))}", style="bold yellow")
@@ -119,7 +119,8 @@ def _heading(request: RequestView, committed: int, window: range) -> Text:
     mark = status_mark(request)
     text.append(f"{request['id']} ", style="bold")
     text.append(f"{mark.symbol} {schedule_state(request)}", style=mark.style)
-    if request.get("waiting_for") and request["status"] != "finished":
+    # A request without blocks says what it waits for on a line of its own, below.
+    if request.get("waiting_for") and request["status"] != "finished" and request.get("blocks"):
         text.append(f" ({request['waiting_for']})", style="bright_black")
     if request["status"] == "finished":  # it holds no rows and waits for no token any more
         text.append(f" · {len(request.get('generated', ()))} generated")
@@ -132,11 +133,11 @@ def _heading(request: RequestView, committed: int, window: range) -> Text:
     return text
 
 
-def _restore_line(restore: Mapping[str, Any]) -> Text:
+def _restore_line(restore: Mapping[str, Any], request: RequestView) -> Text:
     text = Text()
     kind = restore["cache"]
     text.append(f"restore {kind}", style=CACHE_MARKS[kind].style if kind in CACHE_MARKS else "")
-    text.append(f": reused {restore['reused_positions']}, computed {restore['encoder_rows']}")
+    text.append(f": {restore_counts(restore, request)}")
     text.append(f" ({restore['reason']})", style="bright_black")
     return text
 
@@ -170,18 +171,22 @@ def _block_line(
     return lines
 
 
-def _dropped_line(block_id: int, digits: int, id_width: int, block_size: int) -> Text:
-    if block_size > SLOT_FORM_MAX_SLOTS:  # a large block: its slots in one word
-        empty_slots = f" {block_size:,} × "
+def _dropped_lines(block_id: int, digits: int, id_width: int, block_size: int) -> list[Text]:
+    """A block this round dropped: every slot rolled back, laid out as a held block's slots
+    (SLOTS_PER_ROW a line), or in one word for a large block."""
+    if block_size > SLOT_FORM_MAX_SLOTS:
+        text = Text()
+        text.append(f"#{block_id}".ljust(id_width + 1))
+        text.append(f"[ {block_size:,} × ]", style=BLOCK_MARKS["dropped"].style)
+        text.append(" ref 0 ")
+        text.append(f"{BLOCK_MARKS['dropped'].symbol} dropped", style=BLOCK_MARKS["dropped"].style)
+        lines = [text]
     else:
-        empty_slots = " ".join("×".rjust(digits + 1) for _ in range(block_size)) + " "
-    text = Text()
-    text.append(f"#{block_id}".ljust(id_width + 1))
-    text.append(f"[{empty_slots}]", style=BLOCK_MARKS["dropped"].style)
-    text.append(" ref 0 ")
-    text.append("× dropped", style=BLOCK_MARKS["dropped"].style)
-    text.append(" (rolled back this round)")
-    return text
+        block = {"id": block_id, "first_position": 0, "slots": [None] * block_size}
+        block.update(refcount=0, state="dropped")
+        lines = _block_line(block, digits, id_width, range(0), set(range(block_size)))
+    lines[-1].append(" (rolled back this round)")
+    return lines
 
 
 def _commit_line(commit: Mapping[str, Any]) -> Text:

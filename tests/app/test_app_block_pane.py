@@ -4,7 +4,7 @@ tokens, or deferred by a small pool."""
 from __future__ import annotations
 
 from deepinfer_tui.app import DebuggerApp
-from deepinfer_tui.scenario import default_scenario
+from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap
 from tests.app import tour
@@ -13,6 +13,7 @@ from tests.app.helpers import (
     looks,
     make_app,
 )
+from tests.app.test_perfetto_intervals import CROWDED
 
 SIZE = (120, 40)
 
@@ -61,12 +62,35 @@ async def test_a_deferred_running_request_is_not_called_finished() -> None:
         assert request_id is not None, "the small pool defers a request"
         await tour.select(pilot, request_id)
         lines = block_lines(app)
-        # It says what it waits for: the free blocks the deferral named.
-        assert any(
-            line.startswith("waiting: no KV blocks yet (") and "free block" in line
-            for line in lines
-        ), lines
+        snapshot = app.session.snapshot()
+        (deferral,) = [
+            e
+            for e in app.session.log()
+            if e["kind"] == "deferred"
+            and e["request_id"] == request_id
+            and e["tick"] == snapshot["tick"]
+        ]
+        needed = deferral["reason"].split(" ")[1]  # "needs 3 free blocks; ..."
+        free = snapshot["metrics"]["blocks"]["free"]
+        noun = "block" if needed == "1" else "blocks"
+        # It says once what it waits for: the free blocks the deferral named, and how many are.
+        assert f"waiting: no KV blocks yet (needs {needed} free {noun}, {free} free)" in lines
+        assert "free block" not in lines[0], lines[0]
+        # It has computed none of the rows its restore planned.
+        (restore,) = [line for line in lines if line.startswith("restore ")]
+        assert ", computed 0 of " in restore, restore
         assert not any(line.startswith("finished") for line in lines), lines
+
+
+async def test_a_preempted_request_says_it_was_preempted_not_queued() -> None:
+    app = DebuggerApp(Session(parse_scenario(CROWDED)))
+    async with app.run_test(size=SIZE) as pilot:
+        while not any(e["kind"] == "preempt" for e in app.session.log()):
+            await pilot.press("space")
+        await tour.select(pilot, "c")
+        lines = block_lines(app)
+        assert lines[1].startswith("preempted (1 time): gave its KV blocks back"), lines
+        assert not any(line.startswith("queued") for line in lines), lines
 
 
 async def test_lines_drawn_directly_look_as_textual_draws_them() -> None:
@@ -85,3 +109,20 @@ async def test_lines_drawn_directly_look_as_textual_draws_them() -> None:
             assert [looks(block_map.render_line(y)) for y in range(height)] == direct
             block_map.direct_lines = True
             block_map.notify_style_update()
+
+
+async def test_a_dropped_block_wraps_its_slots_under_its_first_row() -> None:
+    # Blocks of 10 slots: eight on a block's first line, two on the next, under the first
+    # slot. In round 3 request-2's draft wrote into a new block the target rejected.
+    app = DebuggerApp(Session(default_scenario().with_overrides(block_size=10)))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("space", "space", "space")
+        (dropping,) = [r for r in app.session.snapshot()["requests"] if r["dropped_blocks"]]
+        await tour.select(pilot, dropping["id"])
+        lines = block_lines(app)
+        block = f"#{dropping['dropped_blocks'][0]} "
+        (first,) = [i for i, line in enumerate(lines) if line.startswith(block)]
+        head, rest = lines[first], lines[first + 1]
+        assert head.count("×") == 8 and head.rstrip().endswith("×")
+        assert rest.index("×") == head.index("×")  # the second row's slots under the first's
+        assert rest.strip() == "×   × ] ref 0 × dropped (rolled back this round)"

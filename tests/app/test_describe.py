@@ -9,6 +9,7 @@ from rich.console import Console
 from deepinfer_tui.describe import describe, format_blocks, format_counts
 from deepinfer_tui.document import request_section
 from engine import Engine, EngineConfig, TinyModel, make_draft
+from tests.app.test_perfetto_intervals import crowded_session
 
 
 def _second_round_events(draft_width: int) -> list[dict[str, object]]:
@@ -93,3 +94,23 @@ def test_a_request_preempted_once_says_time_not_times() -> None:
     console.print(request_section(requests[0]))
     shown = console.export_text()
     assert "preempted 1 time" in shown and "preempted 1 times" not in shown
+
+
+def test_a_preemption_tells_recomputing_apart_from_computing_for_the_first_time() -> None:
+    # The crowded scenario preempts c at t9 holding 4 stored positions (its 3-token prompt and
+    # one token), none of them cached: readmitted, all 4 are recomputed, and its 5 tokens'
+    # positions are computed in all. At t5 the cache kept all 3 it held: nothing to recompute,
+    # 1 position to compute (the token it was about to decode).
+    lines = {
+        e["tick"]: describe(e)
+        for e in crowded_session().log()
+        if e["kind"] == "preempt" and e["request_id"] == "c"
+    }
+    assert (
+        "the cache keeps 3 for now; readmitted now, it would recompute 0 and compute 1 in all"
+        in lines[5]
+    )
+    assert (
+        "the cache keeps 0 for now; readmitted now, it would recompute 4 and compute 5 in all"
+        in lines[9]
+    )
