@@ -22,9 +22,10 @@ STATES = (  # state, cell symbol, style
     ("prefilling", "▒", "cyan"),
     ("decoding", "█", "green"),
     ("waiting", "~", "yellow"),
-    ("preempted", "✗", "bold red"),
+    # The request table's symbols: ↺ as its ↺N count of preemptions, ✗ as its cancelled mark.
+    ("preempted", "↺", "bold red"),
     ("finished", "✓", "bright_black"),
-    ("cancelled", "⊘", "magenta"),
+    ("cancelled", "✗", "magenta"),
 )
 SYMBOLS = {state: (symbol, style) for state, symbol, style in STATES}
 # What a round with no event about a request shows, after a round in each state (None: gone).

@@ -77,10 +77,10 @@ def test_the_timeline_draws_every_request_in_every_round(text: str) -> None:
     rows = {line[:2]: line[2:] for line in lines}
     assert rows["a "] == "▒█✓"  # prompt and first token, a token, the last token
     assert rows["b "] == "···▒✓"  # queued behind a for rounds 1-3
-    assert rows["c "] == "··⊘"  # cancelled between rounds 2 and 3: round 3's cell
+    assert rows["c "] == "··✗"  # cancelled between rounds 2 and 3: round 3's cell
     assert rows["r "] == "····▼"  # the axis, round 5 the current one
     assert "rounds 1-5 · 3 requests" in lines
-    assert "⊘ cancelled" in lines[1]  # the legend names every state
+    assert "✗ cancelled" in lines[1]  # the legend names every state
 
 
 def test_the_round_shows_the_last_rounds_budget_split(text: str) -> None:

@@ -22,7 +22,7 @@ def test_the_cell_of_the_round_before_a_cancel_shows_what_the_request_did() -> N
     engine = decoding_then_cancelled()
     shown = plain(timeline_lines(engine.trace, engine.tick, 40, 20, None, ("x", "y")))
     rows = {line[:2]: line[2:].rstrip() for line in shown}
-    assert rows["x "] == "▒█⊘"  # round 3's cell: one column past the current round
+    assert rows["x "] == "▒█✗"  # round 3's cell: one column past the current round
     assert rows["y "] == "▒█"
     assert rows["r "].endswith("·▼·")  # the axis: round 2 is the current one
     assert shown[-1] == "rounds 1-3 · 2 requests"

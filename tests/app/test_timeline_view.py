@@ -53,10 +53,10 @@ def test_the_lines_draw_one_symbol_per_round() -> None:
     engine = crowded()
     shown = plain(timeline_lines(engine.trace, engine.tick, 60, 20, "b", ("a", "b", "c")))
     legend = " ".join(shown[:2])  # 60 cells hold the legend in two lines
-    assert "· queued" in shown[0] and "✗ preempted" in legend and "⊘ cancelled" in shown[1]
+    assert "· queued" in shown[0] and "↺ preempted" in legend and "✗ cancelled" in shown[1]
     rows = {line[:2].strip(): line[2:] for line in shown if line[:2] in ("a ", "b ", "c ")}
     assert rows["a"].rstrip() == "▒▒██~██✓"  # rounds 1-8, hand-read from the trace
-    assert rows["c"].rstrip() == "···▒✗✗~▒✗✗✓"
+    assert rows["c"].rstrip() == "···▒↺↺~▒↺↺✓"
     assert rows["b"].rstrip().endswith("✓") and len(rows["b"].rstrip()) == engine.tick
     assert shown[-1] == f"rounds 1-{engine.tick} · 3 requests"
 
@@ -66,7 +66,7 @@ def test_a_narrow_pane_shows_the_newest_rounds() -> None:
     assert engine.tick == 13
     shown = plain(timeline_lines(engine.trace, engine.tick, 10, 20, "c", ("a", "b", "c")))
     rows = {line[:2]: line[2:].rstrip() for line in shown}
-    assert rows["c "] == "✗~▒✗✗✓"  # rounds 6-13 of c's ···▒✗✗~▒✗✗✓
+    assert rows["c "] == "↺~▒↺↺✓"  # rounds 6-13 of c's ···▒↺↺~▒↺↺✓
     assert rows["r "] == "····|··▼"  # round 10 ruled, the current round (13) marked
     assert shown[-1] == "rounds 6-…"  # cut to the pane's 10 cells
 
@@ -74,7 +74,7 @@ def test_a_narrow_pane_shows_the_newest_rounds() -> None:
 def test_a_short_pane_keeps_the_selected_row_and_only_the_states_on_screen() -> None:
     engine = crowded()
     shown = plain(timeline_lines(engine.trace, engine.tick, 40, 5, "c", ("a", "b", "c")))
-    assert shown[:2] == ["· queued  ▒ prefilling  █ decoding", "~ waiting  ✗ preempted  ✓ finished"]
+    assert shown[:2] == ["· queued  ▒ prefilling  █ decoding", "~ waiting  ↺ preempted  ✓ finished"]
     assert shown[3].startswith("c ") and not any(line.startswith("a ") for line in shown)
     assert shown[-1] == "rounds 1-13 · requests 3-3 of 3"
 
@@ -105,12 +105,12 @@ def test_before_the_first_round_the_view_says_so() -> None:
 
 
 def test_scrolled_back_the_columns_end_earlier_but_never_before_round_1() -> None:
-    engine = crowded()  # 13 rounds; c's row is ···▒✗✗~▒✗✗✓
+    engine = crowded()  # 13 rounds; c's row is ···▒↺↺~▒↺↺✓
     order = ("a", "b", "c")
     shown = plain(timeline_lines(engine.trace, engine.tick, 10, 20, "c", order, back=4))
     rows = {line[:2]: line[2:].rstrip() for line in shown}
-    assert rows["c "] == "··▒✗✗~▒✗"  # rounds 2-9
+    assert rows["c "] == "··▒↺↺~▒↺"  # rounds 2-9
     assert "▼" not in rows["r "]  # the current round is off to the right
     assert shown[-1] == "rounds 2-…"
     far = plain(timeline_lines(engine.trace, engine.tick, 10, 20, "c", order, back=50))
-    assert {line[:2]: line[2:].rstrip() for line in far}["c "] == "···▒✗✗~▒"  # rounds 1-8
+    assert {line[:2]: line[2:].rstrip() for line in far}["c "] == "···▒↺↺~▒"  # rounds 1-8
