@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from rich.text import Text
 
-from .describe import format_blocks, plural, ttl_cache_entries
+from .describe import format_blocks, format_tokens, plural, ttl_cache_entries
 from .legend import DIFF_MARKS, Mark
 
 Snapshot = Mapping[str, Any]
@@ -183,11 +183,24 @@ def _block_lines(diff: RoundDiff) -> list[Text]:
             line.append(f"{plural(len(blocks), 'block')} {title}: {format_blocks(blocks)}")
             lines.append(line)
     if diff.refcounts:
-        moves = " ".join(f"#{b} {was}→{now}" for b, was, now in diff.refcounts)
         line = Text(f"{CHANGED.symbol} ", style=CHANGED.style)
-        line.append(f"refcounts: {moves}")
+        line.append(f"refcounts: {refcount_moves(diff.refcounts)}")
         lines.append(line)
     return lines
+
+
+def refcount_moves(moves: Sequence[tuple[int, int, int]]) -> str:
+    """`#0-#107 2→1 #108 1→2`: consecutive blocks whose refcount moved alike read as one run
+    (a request's whole table moves together when the cache lets go of its entry)."""
+    runs: list[list[int]] = []  # [first, last, before, after]
+    for block, was, now in sorted(moves):
+        if runs and block == runs[-1][1] + 1 and (was, now) == tuple(runs[-1][2:]):
+            runs[-1][1] = block
+        else:
+            runs.append([block, block, was, now])
+    return " ".join(
+        f"{format_blocks(range(first, last + 1))} {was}→{now}" for first, last, was, now in runs
+    )
 
 
 def _listed(title: str, mark: Mark, items: tuple[str, ...]) -> list[Text]:
@@ -202,10 +215,11 @@ def _request_line(change: RequestChange) -> Text:
     line = Text(f"{change.request_id} ", style="bold")
     if change.before != change.after:
         line.append(f"{change.before or 'new'} → {change.after or 'gone'} ")
+    # Token ids in brackets, as everywhere: `+[14]` is a token, not a count.
     if change.committed:
-        line.append(f"+{' '.join(map(str, change.committed))} ", style=ADDED.style)
+        line.append(f"+{format_tokens(change.committed)} ", style=ADDED.style)
     if change.rolled_back:
-        line.append(f"-{' '.join(map(str, change.rolled_back))} ", style=REMOVED.style)
+        line.append(f"-{format_tokens(change.rolled_back)} ", style=REMOVED.style)
     line.rstrip()
     return line
 

@@ -37,7 +37,7 @@ async def test_key_6_shows_what_the_last_step_changed() -> None:
         assert "t0 → t1 · step" in text
         assert "request-1 queued → " in text  # admitted in round 1
         tokens = " ".join(map(str, generated(app, "request-1")))
-        assert f"request-1 queued → decoding +{tokens}" in text
+        assert f"request-1 queued → decoding +[{tokens}]" in text
         assert "blocks allocated" in text or "block allocated" in text
         await pilot.press("1")
         await pilot.pause()
@@ -54,7 +54,7 @@ async def test_a_cancel_and_a_rollback_show_what_they_freed_and_removed() -> Non
         await pilot.pause()
         text = diff_text(app)
         assert "roll back request-1 by 1 token" in text
-        assert f"request-1 -{before[-1]}" in text  # the token it removed
+        assert f"request-1 -[{before[-1]}]" in text  # the token it removed
         assert "-1 rolled back" in text
         await pilot.press("c")
         await pilot.pause()
@@ -75,7 +75,7 @@ async def test_an_undo_shows_the_round_it_took_back() -> None:
         assert "t2 → t1 · undo" in text
         kept = generated(app, "request-1")
         removed = " ".join(map(str, tokens[len(kept) :]))
-        assert f"request-1 -{removed}" in text
+        assert f"request-1 -[{removed}]" in text
 
 
 def replay_app() -> tuple[DebuggerApp, Replay]:

@@ -141,7 +141,7 @@ def test_the_lines_name_every_change_and_a_narrow_pane_wraps_them_whole() -> Non
         "+ 1 block allocated: #1",
         "- 1 block freed: #0",
         "~ refcounts: #2 1→2",
-        "a +9 9 -6",
+        "a +[9 9] -[6]",
     ]
     narrow = plain(lines, width=12)
     assert all(len(row) <= 12 for row in narrow)
@@ -271,3 +271,12 @@ def test_without_the_frame_right_before_a_rollback_says_what_was_asked() -> None
     session.rollback("request-1", 100)
     since = memory.note(session.snapshot(), session.operations)["since"]
     assert since == "roll back request-1 by 100 tokens"
+
+
+def test_a_run_of_blocks_whose_refcounts_moved_alike_reads_as_one_range() -> None:
+    # Blocks 0-3 go 2->1 (a cache entry let go of them), 4 goes 1->2, 5-6 go 2->1 again:
+    # three runs, the gap at 4 breaking the first.
+    before = snapshot(1, (2, 2, 2, 2, 1, 2, 2), [])
+    after = snapshot(2, (1, 1, 1, 1, 2, 1, 1), [])
+    lines = plain(diff_lines(round_diff(before, after)))
+    assert lines[1] == "~ refcounts: #0-#3 2→1 #4 1→2 #5-#6 2→1"
