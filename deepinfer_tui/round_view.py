@@ -1,8 +1,10 @@
 """The round view: how the last round spent its token budget, request by request.
 
 Built from the round's `schedule` event (no Textual here): one bar per request, split into
-prefill rows, the pending position (decode) and verified draft nodes, drawn against the token
-budget, and a last line with the rows used. Every kind has a symbol as well as a colour.
+prefill rows, the pending position (decode) and verified draft nodes, a cell a row while the
+largest request's rows fit the bar (else scaled to it, so bars of a few decode rows still
+differ), and a last line with the rows used of the token budget. Every kind has a symbol as
+well as a colour.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ def round_lines(event: Event | None, width: int) -> list[Text]:
     parts = event.get("requests", [])
     budget = event.get("budget")
     rows = int(event.get("rows", 0))
-    scale = budget if budget else max(rows, 1)
     name_width = min(max((len(p["request_id"]) for p in parts), default=0), 16)
     bar_width = max(8, width - name_width - 30)
-    lines = [_legend()]
+    largest = max((sum(int(p[kind]) for kind, *_ in KINDS) for p in parts), default=0)
+    scale = max(largest, bar_width)
+    lines = [_legend(scale / bar_width)]
     for part in parts:
         line = Text(f"{part['request_id'][:name_width]:<{name_width}} ")
         cells = 0
@@ -59,12 +62,13 @@ def round_lines(event: Event | None, width: int) -> list[Text]:
     return lines
 
 
-def _legend() -> Text:
+def _legend(rows_a_cell: float) -> Text:
     text = Text()
     for kind, symbol, style, _ in KINDS:
         text.append(symbol, style=style)
         text.append(f" {kind}  ")
-    text.append("· unused", style="bright_black")
+    each = "a row" if rows_a_cell == 1 else f"{rows_a_cell:.3g} rows"
+    text.append(f"· a cell is {each}", style="bright_black")
     return text
 
 
