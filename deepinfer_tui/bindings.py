@@ -158,6 +158,7 @@ KEYS: tuple[Key, ...] = (
 EXTRA_HELP: tuple[tuple[str, str, str], ...] = (
     ("ctrl+p", "palette", "Every action, searchable"),
     ("↑ ↓", "select", "Move the request cursor (tab moves between panes)"),
+    ("home end", "first/last", "The first / last request (a saved trace: its first / last frame)"),
 )
 
 # Actions that change the session; all are off in replay mode and while an export runs.

@@ -5,6 +5,7 @@ ctrl+s saves the screen as an SVG. `ExportActions` is a mixin of `DebuggerApp`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -14,7 +15,7 @@ from textual.notifications import SeverityLevel
 from textual.widgets._toast import ToastRack
 from textual.worker import Worker, WorkerState
 
-from .describe import error_message
+from .describe import error_message, plural
 from .diff_view import FrameBefore
 from .export import export_all, free_stem, make_export_folder, safe_name, write_atomically
 from .session import Session
@@ -60,21 +61,32 @@ def export_notice(worker: Worker[object], diverged: bool) -> Notice | None:
     `diverged`: the files come from a replay's re-execution, which differs from its trace."""
     if worker.state == WorkerState.SUCCESS:
         result = worker.result
-        paths = list(result) if isinstance(result, list) else []
-        listing = "\n".join(str(p) for p in paths)
-        wrote = f"Wrote {len(paths)} file(s)"
+        paths = [Path(p) for p in result] if isinstance(result, list) else []
+        wrote, listing = f"Wrote {plural(len(paths), 'file')}", file_listing(paths)
         if diverged:
             wrote += (
                 " of this build's re-execution, which differs from the recorded trace "
                 "(see the header)"
             )
-            return f"{wrote}:\n{listing}", "Exported", "warning"
-        return f"{wrote}:\n{listing}", "Exported", "information"
+            return f"{wrote}{listing}", "Exported", "warning"
+        return f"{wrote}{listing}", "Exported", "information"
     if worker.state == WorkerState.ERROR:
         error = worker.error
         reason = error_message(error) if error is not None else "unknown error"
         return f"Export failed: {reason}", "Export", "error"
     return None
+
+
+def file_listing(paths: list[Path]) -> str:
+    """What follows "Wrote 5 files", short enough for a toast at 80x24: their folder once,
+    then their shared name and each ending (` in out/:` `default-t0001.{svg,html}`), else
+    one path a line."""
+    folders = {p.parent for p in paths}
+    names = [p.name.split(".", 1) for p in paths]
+    if len(paths) < 2 or len(folders) != 1 or any(len(n) < 2 or n[0] != names[0][0] for n in names):
+        return ":\n" + "\n".join(str(p) for p in paths)
+    endings = ",".join(ending for _, ending in names)
+    return f" in {folders.pop()}{os.sep}:\n{names[0][0]}.{{{endings}}}"
 
 
 def hand_made(operations: list[dict[str, object]]) -> list[str]:

@@ -36,18 +36,18 @@ class RequestTable(RowTable):
         self.order: str | None = None  # the column rows are sorted by (None: submission)
         self.state_filter: str | None = None  # the one state shown (None: every request)
         # Set in a replay: Home and End go to its first and last frame, not the first and
-        # last column (the app's keys; Textual passes a skipped action's key on to them).
+        # last row (the app's keys; Textual passes a skipped action's key on to them).
         self.passes_home_end = False
 
-    def action_scroll_home(self) -> None:
+    def action_home(self) -> None:
         if self.passes_home_end:
             raise SkipAction
-        super().action_scroll_home()
+        super().action_home()
 
-    def action_scroll_end(self) -> None:
+    def action_end(self) -> None:
         if self.passes_home_end:
             raise SkipAction
-        super().action_scroll_end()
+        super().action_end()
 
     def on_mount(self) -> None:
         for column in COLUMNS:

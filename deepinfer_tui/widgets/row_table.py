@@ -39,12 +39,16 @@ class RowTable(ScrollView, can_focus=True):
         Binding("down", "cursor_down", "Cursor down", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
         Binding("pagedown", "page_down", "Page down", show=False),
+        # Home and End go to the first and last row, as in Textual's lists (OptionList,
+        # ListView); with shift, to the first and last column.
+        Binding("home", "home", "First row", show=False),
+        Binding("end", "end", "Last row", show=False),
         Binding("ctrl+home", "first_row", "First row", show=False),
         Binding("ctrl+end", "last_row", "Last row", show=False),
         Binding("left", "scroll_left", "Scroll left", show=False),
         Binding("right", "scroll_right", "Scroll right", show=False),
-        Binding("home", "scroll_home", "Leftmost", show=False),
-        Binding("end", "scroll_end", "Rightmost", show=False),
+        Binding("shift+home", "scroll_home", "Leftmost", show=False),
+        Binding("shift+end", "scroll_end", "Rightmost", show=False),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "row-table--header",
@@ -257,6 +261,12 @@ class RowTable(ScrollView, can_focus=True):
 
     def action_last_row(self) -> None:
         self.move_cursor(len(self._keys) - 1)
+
+    def action_home(self) -> None:
+        self.action_first_row()
+
+    def action_end(self) -> None:
+        self.action_last_row()
 
     def action_scroll_home(self) -> None:
         self.scroll_to(x=0, animate=False)

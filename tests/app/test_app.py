@@ -142,10 +142,10 @@ async def test_a_pane_narrower_than_its_columns_scrolls_the_rows_sideways() -> N
         await pilot.pause()
         shifted = ["".join(s.text for s in line) for line in drawn_table(table)]
         assert shifted[0].startswith(whole[0][5:width])  # the header moves with the rows
-        await pilot.press("home")
+        await pilot.press("shift+home")
         await pilot.pause()
         assert table.scroll_x == 0
-        await pilot.press("end")
+        await pilot.press("shift+end")
         await pilot.pause()
         assert table.scroll_x == table.max_scroll_x
 
@@ -170,6 +170,10 @@ async def test_keys_and_a_click_move_the_cursor_and_the_panes_follow() -> None:
         await pilot.press("up")
         assert app.selected_id == ids[-2]
         await pilot.press("ctrl+home")
+        assert app.selected_id == ids[0]
+        await pilot.press("end")  # Home and End too, as in Textual's lists
+        assert app.selected_id == ids[-1]
+        await pilot.press("home")
         assert app.selected_id == ids[0]
         # A click on the second row (the header is the table's first line) selects it.
         top = table.content_region.y - table.region.y
@@ -834,6 +838,21 @@ async def test_guide_key_opens_the_guide_and_owns_the_keys() -> None:
         assert app.engine.tick == 0
         await pilot.press("escape")
         assert app.screen is app.screen_stack[0]
+
+
+async def test_the_export_notice_names_its_folder_once_and_fits_a_small_screen(
+    tmp_path: Path,
+) -> None:
+    app = make_app(export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("space", "e")
+        await wait_until(pilot, lambda: any(n.title == "Exported" for n in app._notifications))
+        (exported,) = [n for n in app._notifications if n.title == "Exported"]
+        written = sorted(p.name for p in tmp_path.iterdir())
+        heading, names = exported.message.split("\n")
+        assert heading == f"Wrote {len(written)} files in {tmp_path}/:"
+        stem, endings = names.removesuffix("}").split(".{")
+        assert sorted(f"{stem}.{ending}" for ending in endings.split(",")) == written
 
 
 @pytest.mark.parametrize("tampered", [False, True])
