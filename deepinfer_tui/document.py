@@ -65,7 +65,8 @@ def _header_rows(snapshot: dict[str, Any]) -> list[tuple[str, str | Text]]:
         (
             "requests",
             f"{requests['queued']} queued · {requests['running']} running · "
-            f"{requests['finished']} finished · queue {' '.join(snapshot['queue']) or '(empty)'}",
+            f"{requests['finished']} finished · scheduling order "
+            f"{' '.join(snapshot['queue']) or '(none unfinished)'}",
         ),
         ("blocks", _blocks_line(metrics["blocks"])),
         ("speculation", _speculation_line(snapshot)),

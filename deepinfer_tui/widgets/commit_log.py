@@ -151,7 +151,9 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
             key for key, on in (("f", self._filter), ("k", self._kind)) if on is not None
         )
         # Plain Content: a title string is markup, and escape() misses tags such as [B].
-        return Content(f"Commit log · only {only} ({keys}: all)")
+        # The count shown says "none" when no event matches, and the pane is blank.
+        shown = f"{len(self._texts)} of {plural(events, 'event')}"
+        return Content(f"Commit log · only {only} · {shown} ({keys}: all)")
 
     def _show_line(self, index: int) -> None:
         event = self._events[index]

@@ -98,10 +98,20 @@ class RequestTable(RowTable):
     def arrange(self, *, order: str | None, state: str | None) -> None:
         """Sort rows by a column (largest first) and show one state only (None: neither)."""
         self.order, self.state_filter = order, state
-        parts = [f"by {order}" if order else "", f"only {state}" if state else ""]
-        self.border_title = " · ".join(["Requests", *filter(None, parts)])
+        self._set_title(None, None)
         if self._view is not None:
             self.show(self._view)
+
+    def _set_title(self, shown: int | None, total: int | None) -> None:
+        """`Requests · by tokens · only queued · 0 of 50`: a filter says how many it shows,
+        so an empty pane reads as none, not as not yet drawn."""
+        order, state = self.order, self.state_filter
+        parts = [f"by {order}" if order else "", f"only {state}" if state else ""]
+        if state and shown is not None:
+            parts.append(f"{shown} of {total}")
+        title = " · ".join(["Requests", *filter(None, parts)])
+        if title != self.border_title:
+            self.border_title = title
 
     def _wanted(self, view: View) -> list[str]:
         """The ids of the rows to show, in order."""
@@ -142,7 +152,9 @@ class RequestTable(RowTable):
                 self._shown_cells.pop(gone, None)
         if grew and self._refit():  # a column grew: do the shown ones still fit?
             return
-        self.set_rows([(i, self._cells_shown(i)) for i in self._wanted(view)])
+        wanted = self._wanted(view)
+        self._set_title(len(wanted), len(view.request_ids))
+        self.set_rows([(i, self._cells_shown(i)) for i in wanted])
 
     def _cells_shown(self, request_id: str) -> tuple[Cell, ...]:
         cells = self._shown_cells.get(request_id)

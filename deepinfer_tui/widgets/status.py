@@ -256,7 +256,8 @@ def _second_line(view: View, *, budget: bool = True) -> list[_Piece]:
 
 
 def _budget_used(view: View) -> str | None:
-    """The rows the last round computed of its token budget ("17/2048"), from its `schedule`
+    """The rows the last round computed of its token budget ("17/2,048", grouped as the round
+    view writes it), from its `schedule`
     event among the log's newest events (a round's events are few), if this tick ran one."""
     log = view.log
     for index in range(len(log) - 1, max(-1, len(log) - 400), -1):
@@ -265,7 +266,7 @@ def _budget_used(view: View) -> str | None:
             return None
         if event.get("kind") == "schedule":
             budget = event.get("budget")
-            return f"{event.get('rows', 0)}/{budget if budget is not None else '∞'}"
+            return f"{event.get('rows', 0):,}/{f'{budget:,}' if budget is not None else '∞'}"
     return None
 
 

@@ -1074,7 +1074,7 @@ async def test_brackets_in_a_request_id_show_as_text(tmp_path: Path) -> None:
         drawn = app.export_screenshot().replace("&#160;", " ")
         for title in (
             "KV blocks · [/]x[B]",
-            "Commit log · only [/]x[B] (f: all)",
+            "Commit log · only [/]x[B] · ",
             "Draft tree · [/]x[B] · round 1",
         ):
             assert title in drawn

@@ -38,3 +38,15 @@ async def test_the_header_shows_the_budget_the_round_used() -> None:
         await pilot.pause()
         header = "\n".join(shown_lines(app.query_one("#status")))
         assert "budget 4/5" in header  # request-1's 4 prompt rows of the budget of 5
+
+
+async def test_the_header_groups_the_budget_as_the_round_view_does() -> None:
+    app = DebuggerApp(Session(default_scenario().with_overrides(token_budget=2048)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("space", "4")
+        await pilot.pause()
+        header = "\n".join(shown_lines(app.query_one("#status")))
+        assert "budget 4/2,048" in header
+        assert any(
+            "of the token budget 2,048" in line for line in shown_lines(app.query_one("#round"))
+        )

@@ -357,12 +357,19 @@ async def test_the_log_shows_one_kind_of_event_at_a_time() -> None:
         await pilot.press("space", "space", "space", "k")
         log = app.query_one(CommitLog)
         assert log.lines and all(" commit " in line for line in log.lines), log.lines
-        assert "only commit (k: all)" in str(log.border_title)
+        events = len(app.session.log())
+        assert f"only commit · {len(log.lines)} of {events} events (k: all)" in str(
+            log.border_title
+        )
         await pilot.press("k")
         assert log.lines and all(" restore " in line for line in log.lines), log.lines
-        for _ in LOG_KINDS[1:]:
+        while log.kind != "preempt":
             await pilot.press("k")
-        assert log.kind is None and any(" verify:" in line for line in log.lines)
+        # None yet in this scenario: the title says so, as the pane is blank.
+        assert not log.lines and f"only preempt · 0 of {events} events" in str(log.border_title)
+        while log.kind is not None:
+            await pilot.press("k")
+        assert any(" verify:" in line for line in log.lines)
 
 
 async def test_the_log_keeps_its_place_while_the_user_reads_above() -> None:
@@ -403,7 +410,10 @@ async def test_the_request_table_shows_prompt_lengths_sorts_and_filters_by_state
         await pilot.press("space")  # a round later the filter holds
         now = {r["id"]: r["status"] for r in app.session.snapshot()["requests"]}
         assert all(now[i] == "running" for i in table_ids(table))
-        await pilot.press("s", "s", "s")  # queued, finished, then all again
+        await pilot.press("s")  # queued: none is, a round later
+        assert not table_ids(table)
+        assert str(table.border_title) == f"Requests · by prompt · only queued · 0 of {len(now)}"
+        await pilot.press("s", "s")  # finished, then all again
         for _ in ORDERS:
             await pilot.press("o")
         assert table_ids(table) == list(now) and str(table.border_title) == "Requests"

@@ -283,6 +283,17 @@ def test_the_text_export_opens_with_the_scenario_description(
     assert text.index(description) < text.index("tick · clock")
 
 
+def test_the_text_export_names_the_unfinished_requests_by_what_they_are(tmp_path: Path) -> None:
+    # The engine's queue holds every unfinished request, running ones too: not "queue".
+    session = _session(steps=1)
+    snapshot = session.snapshot()
+    unfinished = [r["id"] for r in snapshot["requests"] if r["status"] != "finished"]
+    assert any(r["status"] == "running" for r in snapshot["requests"])
+    (txt,) = [p for p in export_all(session, tmp_path, formats=("txt",))]
+    text = " ".join(txt.read_text(encoding="utf-8").split())
+    assert f"finished · scheduling order {' '.join(unfinished)}" in text
+
+
 def test_a_long_name_gives_short_distinct_stable_file_names(tmp_path: Path) -> None:
     def stems(name: str, folder: str) -> set[str]:
         session = Session(parse_scenario({"name": name}))
