@@ -72,7 +72,7 @@ async def test_the_header_keeps_two_rows_through_the_scenario(width: int) -> Non
         assert "complete" in first
         if width >= 80:  # the figures, in words or in their short forms, and the sparkline
             assert re.search(r"tick \d+ ·.* ✓\d+", first)
-            budget = r"( · bud(get)? \d+/\d+)?"  # the round's rows of its token budget, if room
+            budget = r"( · bud(get)? \d+/[\d,]+)?"  # the round's rows of its token budget, if room
             assert re.search(
                 rf"of 48{budget} · acc(ept)? \d+% · (committed|tok) \d+ [▁▂▃▄▅▆▇█·]{{8}}", second
             )
