@@ -20,7 +20,7 @@ from ..legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_m
 from .block_rows import SLOT_FORM_MAX_SLOTS, Holders, compact_lines, no_blocks_reason, wants_compact
 from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
 from .render.quiet import refresh_rows, set_scroll_extent, shows_scrollbar
-from .render.text_strips import fitting_line
+from .render.text_strips import fitting_line, wrapped_lines
 from .view import RequestView, View
 
 SLOTS_PER_ROW = 8  # a block's slots per line of the block table
@@ -314,7 +314,11 @@ class BlockMap(ScrollView, can_focus=True):
         strips = self._strips.get(key)
         if strips is None:
             console, base = self.app.console, style.rich_style
-            strips = fitting_line(console, text, width, base) if self.direct_lines else None
+            strips = None
+            if self.direct_lines:
+                strips = fitting_line(console, text, width, base)
+                if strips is None:
+                    strips = wrapped_lines(console, text, width, base)
             if strips is None:
                 strips = Visual.to_strips(self, visualize(self, text), width, None, style)
             self._strips[key] = strips

@@ -3,6 +3,8 @@ tokens, or deferred by a small pool."""
 
 from __future__ import annotations
 
+import pytest
+
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session
@@ -93,11 +95,17 @@ async def test_a_preempted_request_says_it_was_preempted_not_queued() -> None:
         assert not any(line.startswith("queued") for line in lines), lines
 
 
-async def test_lines_drawn_directly_look_as_textual_draws_them() -> None:
-    # BlockMap draws a line that fits from Rich's segments; with direct_lines off every line
-    # goes through Textual's Content. Screen after screen, both draw the same cells.
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
+@pytest.mark.parametrize(
+    ("size", "block_size"), [(SIZE, 4), ((80, 24), 4), ((160, 50), 16), ((100, 30), 10)]
+)
+async def test_lines_drawn_directly_look_as_textual_draws_them(
+    size: tuple[int, int], block_size: int
+) -> None:
+    # BlockMap draws a line from Rich's segments, wrapped by Rich if it is too long; with
+    # direct_lines off every line goes through Textual's Content. Screen after screen, at
+    # widths that wrap many lines (160x50 leaves the map 39 cells), both draw the same cells.
+    app = DebuggerApp(Session(default_scenario().with_overrides(block_size=block_size)))
+    async with app.run_test(size=size) as pilot:
         block_map = app.query_one(BlockMap)
         for _ in range(8):
             await pilot.press("space", "down")

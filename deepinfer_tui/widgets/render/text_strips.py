@@ -23,3 +23,18 @@ def fitting_line(console: Console, text: Text, width: int, base: Style) -> list[
     under = base + console.get_style(text.style) if text.style else base
     segments = Segment.apply_style(text.render(console, end=""), under)
     return [Strip(segments).adjust_cell_length(width, base).simplify()]
+
+
+def wrapped_lines(console: Console, text: Text, width: int, base: Style) -> list[Strip] | None:
+    """A single-line text too long for `width`, word-wrapped (long words folded) by Rich,
+    one strip a line; None where Textual must do it (several lines, justified text)."""
+    if "\n" in text.plain or text.justify or width <= 0:
+        return None
+    strips: list[Strip] = []
+    for line in text.wrap(console, width, justify="left", overflow="fold"):
+        line.rstrip()
+        fitted = fitting_line(console, line, width, base)
+        if fitted is None:
+            return None
+        strips += fitted
+    return strips
