@@ -20,7 +20,6 @@ from deepinfer_tui.cli.program import main
 from deepinfer_tui.columns import COLUMNS, ORDERS
 from deepinfer_tui.export import export_all
 from deepinfer_tui.legend import BLOCK_MARKS
-from deepinfer_tui.log_filter import LOG_KINDS
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
