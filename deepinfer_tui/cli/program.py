@@ -71,13 +71,15 @@ def main(argv: list[str] | None = None) -> int:
 def _parse_and_run(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
     except UsageError as error:
         return fail(str(error))
     except SystemExit as done:  # --help and --version
         return done.code if isinstance(done.code, int) else 0
+    where = PROG if args.command is None else f"{PROG} {args.command}"
+    if unknown:  # argparse would blame the program, not the command that was given them
+        return fail(f"{where}: unrecognized arguments: {' '.join(unknown)} (see --help)")
     misplaced = debugger.misplaced_app_options(parser, args)
     if misplaced:
         return fail(misplaced)
-    where = PROG if args.command is None else f"{PROG} {args.command}"
     return exit_status(lambda: args.handler(args), where)
