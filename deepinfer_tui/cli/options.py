@@ -22,12 +22,61 @@ DEFAULT_EXPORT_FOLDER = f"./{DEFAULT_EXPORT_DIR}/"
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions and epilogs as written; option help wrapped at spaces only, so a path
-    such as ./deepinfer-exports/ is never split at its hyphen."""
+    """Descriptions and epilogs as written where they fit the terminal, a paragraph that does
+    not refilled to it; option help wrapped at spaces only, so a path such as
+    ./deepinfer-exports/ is never split at its hyphen."""
 
     def _split_lines(self, text: str, width: int) -> list[str]:
-        text = re.sub(r"\s+", " ", text).strip()
-        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+        return _wrap(re.sub(r"\s+", " ", text).strip(), width)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = re.split(r"\n[ \t]*\n", text.strip("\n"))
+        lines = "\n\n".join("\n".join(_fit(p.splitlines(), width)) for p in paragraphs)
+        return "".join(indent + line for line in lines.splitlines(keepends=True)) + "\n"
+
+
+def _fit(lines: list[str], width: int) -> list[str]:
+    """One paragraph: as written if it fits in `width`, else refilled. Prose (and a line
+    with a hanging indent under it) flows as one; under a heading ("exit status:"), each
+    indented row flows on its own, its tail under its second column (if that leaves room)."""
+    if all(len(line) <= width for line in lines):
+        return lines
+    if not lines[0].endswith(":"):
+        hanging = min((_indent(line) for line in lines[1:]), default=0)
+        return _wrap(" ".join(line.strip() for line in lines), width, hanging)
+    fitted, rows = [lines[0]], _rows(lines[1:])
+    for row in rows:
+        own, text = _indent(row[0]), " ".join(line.strip() for line in row)
+        second = re.match(r"\s+\S+(?: \S+)*?\s{2,}(?=\S)", row[0])
+        if second and width - len(second[0]) >= 24:  # the tail under the second column
+            fitted += _wrap(" " * own + text, width, len(second[0]))
+        elif second:  # too narrow for two columns: the second on lines of its own
+            first, tail = row[0][: len(second[0])].rstrip(), text[len(second[0]) - own :]
+            fitted += _wrap(first, width, own + 4) + _wrap(" " * (own + 4) + tail, width, own + 4)
+        else:
+            fitted += _wrap(" " * own + text, width, own + 4)
+    return fitted
+
+
+def _rows(lines: list[str]) -> list[list[str]]:
+    """Lines grouped into rows: a row's continuation lines are indented deeper than it."""
+    rows: list[list[str]] = []
+    for line in lines:
+        if rows and _indent(line) > _indent(rows[-1][0]):
+            rows[-1].append(line)
+        else:
+            rows.append([line])
+    return rows
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _wrap(text: str, width: int, under: int = 0) -> list[str]:
+    return textwrap.wrap(
+        text, width, subsequent_indent=" " * under, break_on_hyphens=False, break_long_words=False
+    ) or [text]
 
 
 class Parser(argparse.ArgumentParser):

@@ -50,6 +50,23 @@ def test_help_never_breaks_the_export_folder_at_its_hyphen(
             assert out.count("./deepinfer-exports/") == 1, (columns, argv)
 
 
+@pytest.mark.parametrize("argv", [[], ["generate"], ["export"], ["guide"]])
+def test_help_fits_the_terminal_and_keeps_every_word(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    """Descriptions, examples and exit statuses are refilled to a narrow terminal (argparse
+    printed them as written, 92 columns wide); at 250 columns they stay as written."""
+    monkeypatch.setenv("COLUMNS", "250")
+    wide = run(capsys, *argv, "--help")[1].split("\n\n", 1)[1]  # past argparse's usage
+    assert max(len(line) for line in wide.splitlines()) > 80  # as written, wider than 80
+    for columns in (50, 64, 80, 100):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        narrow = run(capsys, *argv, "--help")[1].split("\n\n", 1)[1]
+        assert all(len(line) <= columns for line in narrow.splitlines()), columns
+        assert narrow.split() == wide.split(), columns  # the same words, in the same order
+        assert narrow.count("\n\n") == wide.count("\n\n"), columns  # and paragraphs
+
+
 def test_trace_cannot_be_mixed_with_settings(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
