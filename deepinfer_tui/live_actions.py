@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from .auto_run import next_wait
 from .background_round import RoundComputed, compute_round
 from .describe import error_message
-from .screens.add_request import AddRequestScreen, NewRequest
+from .request_form import NewRequest
+from .screens.add_request import AddRequestScreen
 from .screens.rollback import RollbackScreen
 from .undo_notice import undo_notice
 from .widgets import RequestTable
