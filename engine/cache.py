@@ -9,6 +9,7 @@ identities and the recovery layout, so changed weights or a bounded layout never
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -124,10 +125,13 @@ class PrefixCache:
         gone = [index for index in self.entries if index[0] != key]
         return [self.entries.pop(index) for index in gone]
 
-    def evict_lru(self) -> CacheEntry | None:
-        if not self.entries:
-            return None
-        return self._pop_oldest()
+    def evict_lru(self, frees: Callable[[CacheEntry], bool]) -> CacheEntry | None:
+        """Remove and return the least recently used entry whose removal `frees` space (one
+        whose blocks are all held elsewhere too would free nothing); None if there is none."""
+        for index, entry in self.entries.items():
+            if frees(entry):
+                return self.entries.pop(index)
+        return None
 
     def lookup(
         self, key: str, wanted: tuple[int, ...], *, now: float, exact: bool, touch: bool = True

@@ -171,13 +171,23 @@ class TtlPolicy:
             self.drop(entry, "expired")
 
     def evict_for(self, deficit: int) -> int:
-        """Least recently used entries first."""
-        while deficit > 0:
-            entry = self.cache.evict_lru()
-            if entry is None:
-                break
-            deficit -= self.door.blocks.only_holder(entry.blocks)
-            self.drop(entry, "evicted for space")
+        """Least recently used entries first, past those that would free no block now (a
+        running request or a longer entry holds them all), as vLLM evicts only blocks nobody
+        uses. If that is not enough, any entry: the requests holding its blocks may be
+        preempted for the space next, and the entry would then keep the blocks from going back
+        (a request that hit it and is preempted for itself would hit it again, forever)."""
+        blocks = self.door.blocks
+
+        def frees_now(entry: CacheEntry) -> bool:
+            return blocks.only_holder(entry.blocks) > 0
+
+        for wanted in (frees_now, lambda entry: True):
+            while deficit > 0:
+                entry = self.cache.evict_lru(wanted)
+                if entry is None:
+                    break
+                deficit -= blocks.only_holder(entry.blocks)
+                self.drop(entry, "evicted for space")
         return deficit
 
     def held_blocks(self) -> set[int]:

@@ -473,6 +473,30 @@ def test_eviction_for_space_keeps_going_past_entries_whose_blocks_others_still_h
     check_against_oracle(engine, late)
 
 
+def test_eviction_for_space_spares_an_entry_whose_blocks_a_running_request_holds() -> None:
+    # vLLM evicts only cached blocks nobody uses; an entry whose blocks a running request holds
+    # would free none, and its hit would be lost for nothing.
+    config = EngineConfig(block_size=2, num_blocks=18, max_active=3, undo_depth=0)
+    engine = Engine(TinyModel(seed=1), None, config=config, clock=ManualClock())
+    engine.generate([1, 2, 3, 4, 5], max_tokens=1)
+    running = engine.submit([1, 2, 3, 4, 5, 6], max_tokens=30)  # hits it, publishes its own
+    engine.step()
+    engine.generate([8, 8, 8, 8, 8], max_tokens=1)
+    cache = {tuple(e["tokens"]): e["blocks"] for e in engine.snapshot()["cache"]}
+    held = set(table(engine.snapshot(), running))
+    spared = cache[(1, 2, 3, 4, 5, 6)]
+    assert set(spared) <= held  # all its blocks are the running request's too
+    assert list(cache) == [(1, 2, 3, 4, 5), (1, 2, 3, 4, 5, 6), (8, 8, 8, 8, 8)]  # LRU first
+    late = engine.submit([7] * 24, max_tokens=2)  # 12 blocks; 10 are free
+    events = engine.step()
+    evicted = [e["blocks"] for e in events_of(events, "evict")]
+    assert evicted == [cache[(1, 2, 3, 4, 5)], cache[(8, 8, 8, 8, 8)]]  # past the spared one
+    assert [tuple(e["tokens"]) for e in engine.snapshot()["cache"]] == [(1, 2, 3, 4, 5, 6)]
+    drain(engine)
+    check_against_oracle(engine, running)
+    check_against_oracle(engine, late)
+
+
 @pytest.mark.parametrize("block_size", [1, 2, 4])
 def test_a_running_request_holds_exactly_the_blocks_of_its_committed_positions(
     block_size: int,
