@@ -201,7 +201,8 @@ class Scheduler:
         for request, decision in walked:
             if decision == "wait":
                 request.waiting_for = (
-                    f"{short.request_id}, which waits for {counted(short.needs_blocks, 'block')}"
+                    f"room: {short.request_id} lacked {counted(short.needs_blocks, 'free block')}"
+                    " as the round began; nobody is admitted past it"  # true after it, too
                     if short
                     else f"a place: max_active={cfg.max_active} requests hold KV ({self._rule()})"
                 )

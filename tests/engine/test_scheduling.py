@@ -211,6 +211,28 @@ def test_a_preempted_request_restores_what_the_cache_kept_of_its_prefix() -> Non
     check_all_finished(engine)
 
 
+def test_a_request_kept_waiting_behind_one_short_of_blocks_says_so_in_the_past() -> None:
+    # While an admitted request lacks free blocks nobody new is admitted; the waiting one's
+    # reason is read after the round, when the short one may have its blocks: it says what
+    # held at the round's start, never that the other still waits.
+    engine = build(num_blocks=5, max_active=3, undo_depth=0, state_ttl=100.0)
+    for prompt, max_tokens in ([21, 2], 4), ([17, 8, 15, 30, 22, 18, 22, 8, 19], 8):
+        engine.submit(prompt, max_tokens=max_tokens)
+    engine.submit([26, 5, 0, 12, 21, 10, 15], max_tokens=7, request_id="short")
+    behind = []
+    while not engine.idle:
+        engine.step()
+        views = {view["id"]: view for view in engine.snapshot()["requests"]}
+        for view in views.values():
+            if "short lacked" in (view["waiting_for"] or ""):
+                behind.append((view["waiting_for"], views["short"]["needs_blocks"]))
+    assert behind, "the crafted pool keeps a request waiting behind the short one"
+    assert {needs for _, needs in behind} >= {0}  # read after the short one got its blocks
+    for why, _ in behind:
+        assert why.startswith("room: short lacked 2 free blocks as the round began"), why
+    check_all_finished(engine)
+
+
 def test_a_request_admitted_and_squeezed_out_in_one_round_is_not_preempted() -> None:
     # As vLLM schedules the running requests before new ones and leaves a new request waiting
     # when they took the space, a request admitted in the round whose room it then gives back
