@@ -330,7 +330,7 @@ def evicting_app() -> DebuggerApp:
     document["config"] = {**document["config"], "num_blocks": 7}
     document["events"] = [
         {"tick": 0, "submit": {"id": "a", "prompt": [1, 2, 3, 4, 5, 6, 7, 8], "max_tokens": 2}},
-        {"tick": 3, "submit": {"id": "b", "prompt": list(range(10, 26)), "max_tokens": 2}},
+        {"tick": 3, "submit": {"id": "b", "prompt": list(range(10, 32)), "max_tokens": 2}},
         {"tick": 6, "submit": {"id": "c", "prompt": [*range(1, 10)], "max_tokens": 2}},
     ]
     return DebuggerApp(Session(parse_scenario(document)))
@@ -346,7 +346,7 @@ async def test_a_requests_log_keeps_the_evictions_behind_its_cold_restore() -> N
         lines = app.query_one(CommitLog).lines
         assert any(line.startswith("t6 c restore cold") for line in lines), lines
         evictions = [line for line in lines if " evict " in line]
-        assert len(evictions) == 2 and all(line.startswith("t4 ") for line in evictions)
+        assert len(evictions) == 2 and all(line.startswith("t3 ") for line in evictions)
         assert not any(line.startswith("t3 b ") for line in lines)  # b's own lines stay out
 
 
