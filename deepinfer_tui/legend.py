@@ -156,10 +156,15 @@ def verdict_legend() -> Text:
 
 
 def pool_legend(width: int | None = None) -> Text:
-    """The pool strip's legend; with a `width`, entries are packed into lines that fit it, so
-    no entry is split between two lines (a symbol on one, its word on the next)."""
+    """The pool strip's legend; with a `width`, entries are packed into lines that fit it."""
+    return Text("\n").join(packed(pool_legend_entries(), width))
+
+
+def packed(entries: list[Text], width: int | None) -> list[Text]:
+    """Legend entries two spaces apart, in lines that fit `width` (None: one line), so no
+    entry is split between two lines (a symbol on one, its word on the next)."""
     lines: list[Text] = [Text()]
-    for entry in pool_legend_entries():
+    for entry in entries:
         line = lines[-1]
         if line and width is not None and line.cell_len + 2 + entry.cell_len > width:
             line = Text()
@@ -167,7 +172,7 @@ def pool_legend(width: int | None = None) -> Text:
         if line:
             line.append("  ")
         line.append_text(entry)
-    return Text("\n").join(lines)
+    return lines
 
 
 # The header's words, and the jargon the panes and the log use, one line each.

@@ -15,6 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from .describe import plural
+from .legend import packed
 
 KINDS = (  # kind, bar symbol, style, what it means
     ("prefill", "█", "cyan", "prompt rows computed (a chunk, or the whole remaining prompt)"),
@@ -43,7 +44,7 @@ def round_lines(event: Event | None, width: int) -> list[Text]:
     bar_width = max(8, width - name_width - 30)
     largest = max((sum(int(p[kind]) for kind, *_ in KINDS) for p in parts), default=0)
     scale = max(largest, bar_width)
-    lines = [_legend(scale / bar_width)]
+    lines = _legend(scale / bar_width, width)
     for part in parts:
         line = Text(f"{part['request_id'][:name_width]:<{name_width}} ")
         cells = 0
@@ -62,14 +63,12 @@ def round_lines(event: Event | None, width: int) -> list[Text]:
     return lines
 
 
-def _legend(rows_a_cell: float) -> Text:
-    text = Text()
-    for kind, symbol, style, _ in KINDS:
-        text.append(symbol, style=style)
-        text.append(f" {kind}  ")
+def _legend(rows_a_cell: float, width: int) -> list[Text]:
+    """The bar's marks and its scale, in lines of `width`, none split between two."""
+    entries = [Text.assemble((symbol, style), f" {kind}") for kind, symbol, style, _ in KINDS]
     each = "a row" if rows_a_cell == 1 else f"{rows_a_cell:.3g} rows"
-    text.append(f"· a cell is {each}", style="bright_black")
-    return text
+    entries.append(Text(f"· a cell is {each}", style="bright_black"))
+    return packed(entries, width)
 
 
 def _cells(count: int, scale: int, width: int) -> int:

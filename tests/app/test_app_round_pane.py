@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.scenario import default_scenario
 from deepinfer_tui.session import Session
@@ -50,3 +52,16 @@ async def test_the_header_groups_the_budget_as_the_round_view_does() -> None:
         assert any(
             "of the token budget 2,048" in line for line in shown_lines(app.query_one("#round"))
         )
+
+
+async def test_no_legend_entry_of_the_round_is_split_between_two_lines() -> None:
+    # Issue 26: the round's legend broke '░' from 'draft' and 'a cell is' from 'a row'.
+    for width in (64, 70, 76, 110, 120):
+        app = DebuggerApp(Session(default_scenario()))
+        async with app.run_test(size=(width, 40)) as pilot:
+            await pilot.press("space", "space", "4")
+            await pilot.pause()
+            lines = shown_lines(app.query_one("#round"))
+            for entry in ("█ prefill", "▓ decode", "░ draft", "· a cell is"):
+                assert any(entry in line for line in lines), (width, entry, lines)
+            assert any(re.search(r"a cell is (a row|[\d.]+ rows)", line) for line in lines)
