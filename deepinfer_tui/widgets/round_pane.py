@@ -17,10 +17,17 @@ class RoundPane(Static, can_focus=True):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
         self._shown: tuple[int, int] | None = None
+        self._view: View | None = None
+
+    def on_resize(self) -> None:
+        # Shown by key 4, the pane is first laid out after show(): draw it again at its width.
+        if self._view is not None:
+            self.show(self._view)
 
     def show(self, view: View, request_id: str | None = None) -> None:
+        self._view = view
         event = last_schedule(view.log)
-        width = max(20, self.size.width - 2)
+        width = max(20, self.size.width)  # the content area: inside the border
         key = (id(event), width)
         if key == self._shown:
             return
