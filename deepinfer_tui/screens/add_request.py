@@ -102,8 +102,12 @@ class AddRequestScreen(ModalScreen[str | None]):
             refusal = self.query_one(FormError)
             refusal.show(counted_from_one(message))
             refused = refused_field(message)
-            if refused is not None:  # to fix it next: its text selected, to type over
-                self.query_one(f"#{refused}", Input).focus()
+            if refused is not None:  # to fix it next, the cursor at its end
+                field = self.query_one(f"#{refused}", Input)
+                field.focus()
+                # After focus, which selects all when the cursor comes from another field: a
+                # long prompt with one bad token is mended, not lost to one key.
+                field.call_after_refresh(field.action_end)
             refusal.scroll_visible(animate=False)  # below the fields: a small screen scrolls
             return
         self.dismiss(request_id)

@@ -148,6 +148,16 @@ async def test_a_bad_value_is_refused_in_the_form_and_its_field_takes_the_cursor
         assert screen.error == ""
 
 
+async def test_a_refused_field_takes_the_cursor_at_its_end_to_be_mended() -> None:
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await fill(pilot, "1,2,99")  # the cursor ends in the priority field
+        await pilot.press("enter")
+        assert app.screen.error.startswith("✗ token 3 = 99 is outside the vocabulary")
+        await pilot.press("backspace", "enter")  # 1,2,9: nothing else of it lost
+        assert added(app)["prompt"] == [1, 2, 9]
+
+
 async def test_an_engine_refusal_sends_the_cursor_to_the_field_it_names() -> None:
     app = make_app()
     async with app.run_test(size=WIDE) as pilot:
@@ -155,7 +165,7 @@ async def test_an_engine_refusal_sends_the_cursor_to_the_field_it_names() -> Non
         await pilot.press("enter")
         assert app.screen.error.startswith("✗ token 2 = 99 is outside the vocabulary")
         assert app.focused is not None and app.focused.id == "prompt"
-        await pilot.press(*"1,9", "enter")  # the refused prompt is selected: typed over
+        await pilot.press("backspace", "enter")  # "1,9" is in it
         assert not isinstance(app.screen, AddRequestScreen)
         assert added(app)["prompt"] == [1, 9]
 
