@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -275,3 +276,31 @@ def error_message(error: BaseException) -> str:
     quotes, so its argument is shown instead; an empty message falls back to the type."""
     text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
     return " ".join(text.split()) or type(error).__name__
+
+
+class Holders:
+    """Who holds each block of a snapshot: the requests whose tables list it, the prefix
+    cache, and the undo history for the references left over (the engine counts them all in
+    a block's `refcount`). Indexed once, when first asked."""
+
+    def __init__(self, snapshot: Mapping[str, Any]) -> None:
+        self._snapshot = snapshot
+        self._requests: dict[int, list[str]] | None = None
+        self._cached: Counter[int] = Counter()
+
+    def of(self, block_id: int, refcount: int) -> str:
+        if self._requests is None:
+            self._requests = {}
+            for request in self._snapshot.get("requests", []):
+                for block in request.get("blocks", ()):
+                    self._requests.setdefault(block["id"], []).append(request["id"])
+            for held in cache_holdings(self._snapshot):
+                self._cached.update(held)
+        requests = self._requests.get(block_id, [])
+        cached = self._cached[block_id]
+        parts = requests[:3] + ([f"+{len(requests) - 3} more"] if len(requests) > 3 else [])
+        if cached:
+            parts.append("cache" if cached == 1 else f"cache×{cached}")  # × entries
+        if refcount - len(requests) - cached > 0:
+            parts.append("undo")
+        return ", ".join(parts)

@@ -21,6 +21,7 @@ from rich.tree import Tree
 from .cache_view import cache_lines, cache_policy
 from .columns import COLUMNS, request_cells
 from .describe import (
+    Holders,
     describe,
     format_blocks,
     format_tokens,
@@ -166,7 +167,9 @@ def _rolled_back_this_round(request: dict[str, Any], tick: int | None) -> set[in
     return {p for p in commit.get("speculative_positions", []) if p >= committed}
 
 
-def block_map(request: dict[str, Any], tick: int | None = None) -> RenderableType:
+def block_map(
+    request: dict[str, Any], tick: int | None = None, holders: Holders | None = None
+) -> RenderableType:
     if not request["blocks"]:
         why = "finished; its blocks went back to the pool or the cache"
         if request["status"] != "finished":
@@ -189,13 +192,16 @@ def block_map(request: dict[str, Any], tick: int | None = None) -> RenderableTyp
                 slots.append(str(token), "bold underline" if in_window else "")
             slots.append(" ")
         mark = _block_mark(block["state"])
+        state = Text(f"{mark.symbol} {block['state']}", mark.style)
+        if block["state"] == "shared" and holders is not None:
+            state.append(f" ({holders.of(block['id'], block['refcount'])})", "bright_black")
         first = block["first_position"]
         table.add_row(
             f"#{block['id']}",
             f"{first}–{first + len(block['slots']) - 1}",
             slots,
             str(block["refcount"]),
-            Text(f"{mark.symbol} {block['state']}", mark.style),
+            state,
             block["hash"] or "–",
         )
     notes = Text(f"local window: positions {low}–{high - 1}", "italic")
@@ -255,7 +261,9 @@ def commit_summary(commit: dict[str, Any]) -> str:
     return line
 
 
-def request_section(request: dict[str, Any], tick: int | None = None) -> Panel:
+def request_section(
+    request: dict[str, Any], tick: int | None = None, holders: Holders | None = None
+) -> Panel:
     restore = request["restore"]
     lines = Text()
     lines.append(f"prompt {format_tokens(request['prompt'])} → generated ")
@@ -277,7 +285,7 @@ def request_section(request: dict[str, Any], tick: int | None = None) -> Panel:
         f" ({request['finish_reason']})" if request["finish_reason"] else ""
     )
     return Panel(
-        Group(lines, block_map(request, tick), draft_tree(request)),
+        Group(lines, block_map(request, tick, holders), draft_tree(request)),
         title=Text(f"{request['id']} · {status}"),  # a Text: ids are not markup
         title_align="left",
     )
@@ -327,6 +335,7 @@ def snapshot_document(
 ) -> Group:
     """Everything, in reading order: figures, requests, each request, cache, timeline,
     round, metrics, the round diff (against `before`), full log."""
+    holders = Holders(snapshot)
     return Group(
         Rule(Text(document_title(snapshot))),  # a Text: a scenario name is not markup
         header(snapshot),
@@ -334,7 +343,7 @@ def snapshot_document(
         pool_strip(snapshot),
         Text(),
         request_table(snapshot),
-        *(request_section(request, snapshot["tick"]) for request in snapshot["requests"]),
+        *(request_section(request, snapshot["tick"], holders) for request in snapshot["requests"]),
         prefix_cache_section(snapshot, log),
         *view_sections(snapshot, log, before),  # the timeline, round, metrics, diff
         Rule(f"Commit log · {len(log)} entries"),

@@ -139,6 +139,17 @@ def pool_legend_entries() -> list[Text]:
         entry.append(f" {name}", style="")
         entries.append(entry)
     entries.append(Text("‹n› window", style="underline"))
+    # In a block's slots, × and · mean otherwise than for a whole block.
+    rolled_back, empty = SLOT_MARKS["rolled_back"], SLOT_MARKS["empty"]
+    entries.append(
+        Text.assemble(
+            "a slot ",
+            (rolled_back.symbol, rolled_back.style),
+            " rolled back, ",
+            (empty.symbol, empty.style),
+            " empty",
+        )
+    )
     return entries
 
 

@@ -9,14 +9,13 @@ this round changed) keep a row each, slot by slot when their blocks are small.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
 
 from ..columns import waited_blocks
-from ..describe import cache_holdings, format_blocks, plural
+from ..describe import format_blocks, plural
 from ..legend import BLOCK_MARKS
 from .view import View
 
@@ -30,34 +29,6 @@ FOLDED_IDS_MAX = 24  # cells of block ids a folded row lists before it shows fir
 
 def wants_compact(blocks: Sequence[Block], block_size: int) -> bool:
     return block_size > SLOT_FORM_MAX_SLOTS or len(blocks) >= COMPACT_FROM_BLOCKS
-
-
-class Holders:
-    """Who holds each block of a snapshot: the requests whose tables list it, the prefix
-    cache, and the undo history for the references left over (the engine counts them all in
-    a block's `refcount`). Indexed once, when first asked."""
-
-    def __init__(self, snapshot: Mapping[str, Any]) -> None:
-        self._snapshot = snapshot
-        self._requests: dict[int, list[str]] | None = None
-        self._cached: Counter[int] = Counter()
-
-    def of(self, block_id: int, refcount: int) -> str:
-        if self._requests is None:
-            self._requests = {}
-            for request in self._snapshot.get("requests", []):
-                for block in request.get("blocks", ()):
-                    self._requests.setdefault(block["id"], []).append(request["id"])
-            for held in cache_holdings(self._snapshot):
-                self._cached.update(held)
-        requests = self._requests.get(block_id, [])
-        cached = self._cached[block_id]
-        parts = requests[:3] + ([f"+{len(requests) - 3} more"] if len(requests) > 3 else [])
-        if cached:
-            parts.append("cache" if cached == 1 else f"cache×{cached}")  # × entries
-        if refcount - len(requests) - cached > 0:
-            parts.append("undo")
-        return ", ".join(parts)
 
 
 def compact_lines(
@@ -74,7 +45,7 @@ def compact_lines(
 
     def flush() -> None:
         if len(run) >= FOLD_FROM:
-            lines.append(_folded_line(run, block_size))
+            lines.append(_folded_line(run, block_size, holders_of))
         else:
             lines.extend(_range_line(b, block_size, holders_of) for b in run)
         run.clear()
@@ -88,15 +59,25 @@ def compact_lines(
             else:
                 lines.append(_range_line(block, block_size, holders_of))
             continue
-        if run and _kind(run[-1], block_size) != _kind(block, block_size):
+        if run and _kind(run[-1], block_size, holders_of) != _kind(block, block_size, holders_of):
             flush()
         run.append(block)
     flush()
     return lines
 
 
-def _kind(block: Block, block_size: int) -> tuple[Any, ...]:
-    return (block["state"], block["refcount"], _filled(block) == block_size)
+def _kind(block: Block, block_size: int, holders_of: Callable[[Block], str]) -> tuple[Any, ...]:
+    return (
+        block["state"],
+        block["refcount"],
+        _filled(block) == block_size,
+        _held(block, holders_of),
+    )
+
+
+def _held(block: Block, holders_of: Callable[[Block], str]) -> str:
+    """Who holds a shared block, in brackets ("" for the others: their state says it)."""
+    return f" ({holders_of(block)})" if block["state"] == "shared" else ""
 
 
 def _filled(block: Block) -> int:
@@ -120,12 +101,11 @@ def _range_line(block: Block, block_size: int, holders_of: Callable[[Block], str
     text.append(f"positions {_positions(first, first + block_size - 1)} ", style="bold")
     text.append("full" if filled == block_size else f"{filled:,}/{block_size:,} filled")
     _state(text, block)
-    if block["state"] == "shared":
-        text.append(f" ({holders_of(block)})", style="bright_black")
+    text.append(_held(block, holders_of), style="bright_black")
     return text
 
 
-def _folded_line(run: Sequence[Block], block_size: int) -> Text:
+def _folded_line(run: Sequence[Block], block_size: int, holders_of: Callable[[Block], str]) -> Text:
     ids = format_blocks(b["id"] for b in run)
     if len(ids) > FOLDED_IDS_MAX:
         ids = f"#{run[0]['id']} … #{run[-1]['id']}"
@@ -136,6 +116,7 @@ def _folded_line(run: Sequence[Block], block_size: int) -> Text:
     full = _filled(run[-1]) == block_size
     text.append(f"{plural(len(run), 'block')} alike" + (", full" if full else ""))
     _state(text, run[0])
+    text.append(_held(run[0], holders_of), style="bright_black")  # the run's: alike
     return text
 
 

@@ -15,9 +15,9 @@ from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 
 from ..columns import schedule_state
-from ..describe import format_blocks, format_tokens, restore_counts
+from ..describe import Holders, format_blocks, format_tokens, restore_counts
 from ..legend import BLOCK_MARKS, CACHE_MARKS, SLOT_MARKS, pool_legend, status_mark
-from .block_rows import SLOT_FORM_MAX_SLOTS, Holders, compact_lines, no_blocks_reason, wants_compact
+from .block_rows import SLOT_FORM_MAX_SLOTS, compact_lines, no_blocks_reason, wants_compact
 from .pool_strip import Glyph, GlyphRow, glyph_rows, glyph_segments, pool_glyphs, pool_header
 from .render.quiet import refresh_rows, set_scroll_extent, shows_scrollbar
 from .render.text_strips import fitting_line, wrapped_lines

@@ -584,7 +584,8 @@ async def test_the_block_map_scrolls_through_table_pool_strip_and_legend() -> No
         blank = rows.index("")
         assert rows[0].startswith("request-1") and "round 2" in " ".join(rows[:blank])
         assert rows[blank + 1].startswith("pool ·")
-        assert "committed" in rows[-2] + rows[-1] and "free" in rows[-2] + rows[-1]
+        legend = " ".join(rows[-3:])
+        assert all(word in legend for word in ("committed", "free", "a slot × rolled back"))
         assert blocks.show_vertical_scrollbar  # 80x24 cannot hold it all
         assert blocks.max_scroll_y == len(rows) - blocks.scrollable_content_region.height
 

@@ -3,12 +3,14 @@ screenshots, the add form, quitting with unsaved history, very large blocks."""
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Static
@@ -18,6 +20,7 @@ from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.cli import debugger
 from deepinfer_tui.cli.program import main
 from deepinfer_tui.columns import COLUMNS, ORDERS
+from deepinfer_tui.document import snapshot_document
 from deepinfer_tui.export import export_all
 from deepinfer_tui.legend import BLOCK_MARKS
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
@@ -51,6 +54,7 @@ async def test_no_legend_entry_is_split_between_two_lines() -> None:
                 entry = f"{mark.symbol} {name}"
                 assert any(entry in line for line in lines), (width, entry, lines)
             assert any("‹n› window" in line for line in lines), (width, lines)
+            assert any("a slot × rolled back, · empty" in line for line in lines), lines
         app = make_app()
 
 
@@ -242,6 +246,29 @@ async def test_a_shared_block_says_who_holds_it() -> None:
         lines = str(app.query_one(BlockMap).table).splitlines()
         (shared,) = [line for line in lines if "▓ shared" in line]
         assert shared.endswith("▓ shared (request-1, cache)"), shared
+
+
+async def test_a_folded_run_of_shared_blocks_and_the_export_say_who_holds_them() -> None:
+    prompt = [(7 * i) % 32 for i in range(60)]  # 15 blocks of 4, cached by a, hit by b
+    document = {
+        **default_scenario().to_dict(),
+        "events": [
+            {"tick": 0, "submit": {"id": "a", "prompt": prompt, "max_tokens": 2}},
+            {"tick": 3, "submit": {"id": "b", "prompt": [*prompt, 1, 2, 3], "max_tokens": 6}},
+        ],
+    }
+    app = DebuggerApp(Session(parse_scenario(document)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press(*["space"] * 5)
+        await tour.select(pilot, "b")
+        lines = str(app.query_one(BlockMap).table).splitlines()
+        (folded,) = [line for line in lines if "blocks alike" in line]
+        assert folded.endswith("▓ shared (b, cache×3)"), folded  # b and a's 3 entries
+        snapshot = app.session.snapshot()
+    text = Console(width=160, record=True, file=io.StringIO())
+    text.print(snapshot_document(snapshot, app.session.log()))
+    shared = [line for line in text.export_text().splitlines() if " ▓ shared (" in line]
+    assert len(shared) == 15 and all("▓ shared (b, cache×3)" in line for line in shared)
 
 
 def line_colour(app: DebuggerApp, widget: Widget, words: str) -> tuple[int, int, int]:
