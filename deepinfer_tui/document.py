@@ -86,8 +86,9 @@ def _header_rows(snapshot: dict[str, Any]) -> list[tuple[str, str | Text]]:
         rows.append(
             (
                 "session",
-                f"{session['operations']} operations · {session['pending_events']} scenario "
-                f"events pending · undo {snapshot['undo']['available']} rounds",
+                f"{plural(session['operations'], 'operation')} · "
+                f"{plural(session['pending_events'], 'scenario event')} pending · "
+                f"undo {plural(snapshot['undo']['available'], 'round')}",
             )
         )
     return rows

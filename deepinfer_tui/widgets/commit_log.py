@@ -147,13 +147,13 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
         if self._filter is None and self._kind is None:
             return f"Commit log · {plural(events, 'event')}"
         only = " · ".join(part for part in (self._filter, self._kind) if part is not None)
-        keys = ", ".join(
-            key for key, on in (("f", self._filter), ("k", self._kind)) if on is not None
-        )
+        # f shows every request again; k moves on to the next kind (after the last: all).
+        hints = (("f: every request", self._filter), ("k: next kind", self._kind))
+        keys = ", ".join(hint for hint, on in hints if on is not None)
         # Plain Content: a title string is markup, and escape() misses tags such as [B].
         # The count shown says "none" when no event matches, and the pane is blank.
         shown = f"{len(self._texts)} of {plural(events, 'event')}"
-        return Content(f"Commit log · only {only} · {shown} ({keys}: all)")
+        return Content(f"Commit log · only {only} · {shown} ({keys})")
 
     def _show_line(self, index: int) -> None:
         event = self._events[index]

@@ -30,7 +30,7 @@ class GlyphRow(NamedTuple):
 def pool_header(view: View) -> str:
     pool = view.snapshot.get("pool", {})
     return (
-        f"pool · {pool.get('num_blocks', 0)} blocks × {pool.get('block_size', 0)} slots"
+        f"pool · {pool.get('num_blocks', 0):,} blocks × {pool.get('block_size', 0):,} slots"
         " (reverse = this request's)"
     )
 

@@ -28,6 +28,8 @@ from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, RequestTable, StatusBar
+from deepinfer_tui.widgets.pool_strip import pool_header
+from deepinfer_tui.widgets.view import View
 from tests.app import tour
 from tests.app.helpers import make_app, messages, wait_until
 
@@ -191,6 +193,8 @@ async def test_blocks_larger_than_the_screen_are_warned_of_and_drawn_as_rows() -
         lines = str(app.query_one(BlockMap).table).splitlines()
         assert any("positions 0–999" in line for line in lines), lines
         assert max(len(line) for line in lines) < 100, lines  # no slot by slot row
+        pool = pool_header(View(app.session.snapshot(), app.session.log()))
+        assert pool.startswith("pool · 8 blocks × 1,000 slots"), pool  # grouped, as elsewhere
     small_blocks = make_app()
     async with small_blocks.run_test(size=NARROW):
         assert not [m for m in messages(small_blocks) if "slots" in m]
@@ -384,7 +388,7 @@ async def test_the_log_shows_one_kind_of_event_at_a_time() -> None:
         log = app.query_one(CommitLog)
         assert log.lines and all(" commit " in line for line in log.lines), log.lines
         events = len(app.session.log())
-        assert f"only commit · {len(log.lines)} of {events} events (k: all)" in str(
+        assert f"only commit · {len(log.lines)} of {events} events (k: next kind)" in str(
             log.border_title
         )
         await pilot.press("k")

@@ -124,3 +124,13 @@ def test_a_long_session_wraps_the_timeline_into_pages_of_the_documents_width() -
     assert len(pages) >= 2 and all(len(line) <= 120 for line in lines)
     # The last page holds only the long request: the others had finished long before.
     assert pages[-1].endswith("1 request of 4 (the others were not in these rounds)")
+
+
+def test_the_session_line_counts_in_words_one_and_many() -> None:
+    session = Session(parse_scenario(CRAFTED))
+    session.step()  # one operation, one round to undo, no scenario event pending
+    one = render_exports(session, ["txt"])["txt"]
+    assert "1 operation · 0 scenario events pending · undo 1 round" in one, one
+    session.step()
+    two = render_exports(session, ["txt"])["txt"]
+    assert "2 operations · 0 scenario events pending · undo 2 rounds" in two
