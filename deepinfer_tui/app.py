@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.cells import cell_len
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import BindingType
@@ -45,9 +44,9 @@ from .widgets.footer import KeyFooter, binding_of
 from .widgets.metrics_pane import MetricsPane
 from .widgets.round_pane import RoundPane
 from .widgets.row_table import RowTable
-from .widgets.status import DescriptionLine
+from .widgets.status import DescriptionLine, widest_first_line
 from .widgets.timeline_pane import TimelinePane
-from .widgets.view import ComputingRound, View
+from .widgets.view import ComputingRound, View, frame_views
 
 TINY_BELOW = 80  # columns
 NARROW_BELOW = 110
@@ -94,9 +93,7 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
         self._session = session
         self.export_dir = Path(export_dir) if export_dir is not None else DEFAULT_EXPORT_DIR
         self.replay = replay
-        self._label_width = (
-            max((cell_len(f.label) for f in replay.frames), default=0) if replay else 0
-        )
+        self._header_width = widest_first_line(frame_views(replay.frames)) if replay else 0
         self._table: RequestTable | None = None  # once mounted
         self._shown_id: str | None = None  # the request the detail panes show
         self.filter_log = False
@@ -208,7 +205,7 @@ class DebuggerApp(LiveActions, ViewActions, ExportActions, Notices, App[None]):
                 count=len(self.replay.frames),
                 label=frame.label,
                 divergence=self.replay.divergence,
-                label_width=self._label_width,
+                header_width=self._header_width,
             )
             before = frame_before(self.replay.frames, self.replay.position)
             return View(

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual.geometry import Size
 from textual.strip import Strip
@@ -152,10 +151,13 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
     """The header's two lines, each fitted to `width` cells (None: as wide as it needs);
     `committed`: tokens per round for the sparkline."""
     text = Text()  # each line fits; a replay's divergence wraps below them
-    # A replay's header takes the form its widest frame label needs, in every frame: else it
-    # switches between its long and short forms as the label changes.
-    slack = 0 if view.replay is None else view.replay.label_width - cell_len(view.replay.label)
-    text.append_text(_fit(_first_line(view), width, slack=max(slack, 0)))
+    # A replay's header takes the form its widest frame needs, in every frame: else it
+    # switches between its long and short forms as the label and the counts change.
+    first = _first_line(view)
+    slack = 0
+    if view.replay is not None:
+        slack = view.replay.header_width - _joined(first, short=False).cell_len
+    text.append_text(_fit(first, width, slack=max(slack, 0)))
     text.append("\n")
     # The short forms leave the sparkline at least SPARK_MIN_WIDTH rounds where they can.
     line = _fit(_second_line(view), None if width is None else width - SPARK_MIN_WIDTH, width)
@@ -171,6 +173,11 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
         text.append("\n")
         text.append_text(_fit([(warning, warning, "bold red")], width))
     return text
+
+
+def widest_first_line(views: Iterable[View]) -> int:
+    """The cells of the widest full first header line among `views` (a replay's frames)."""
+    return max((_joined(_first_line(view), short=False).cell_len for view in views), default=0)
 
 
 EXPORTING: _Piece = (" ⇣ writing the export ·", " ⇣ export ·", "bold yellow")

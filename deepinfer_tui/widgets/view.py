@@ -6,7 +6,7 @@ read it. Keeping this Textual-free makes the panes' inputs plain data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -26,7 +26,7 @@ class ReplayPosition:
     count: int
     label: str
     divergence: str | None = None
-    label_width: int = 0  # the widest frame label's cells: the header's form stays put
+    header_width: int = 0  # the widest frame's full first header line: its form stays put
 
 
 @dataclass(frozen=True)
@@ -96,3 +96,11 @@ class View:
             for entry in ttl_cache_entries(self.snapshot)
             if entry["tokens"] and sequence[: len(entry["tokens"])] == list(entry["tokens"])
         ]
+
+
+def frame_views(frames: Sequence[Any]) -> Iterator[View]:
+    """A view of each of a replay's frames (their `label`, `snapshot` and `log`), as the
+    header would show it there."""
+    for index, frame in enumerate(frames):
+        position = ReplayPosition(index, len(frames), frame.label)
+        yield View(frame.snapshot, frame.log, replay=position)

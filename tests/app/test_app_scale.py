@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from deepinfer_tui.screens.add_request import AddRequestScreen
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, CommitLog, RequestTable, StatusBar
 from deepinfer_tui.widgets.pool_strip import pool_header
-from deepinfer_tui.widgets.view import View
+from deepinfer_tui.widgets.status import render_status, widest_first_line
+from deepinfer_tui.widgets.view import View, frame_views
 from tests.app import tour
 from tests.app.helpers import make_app, messages, wait_until
 
@@ -123,6 +125,27 @@ async def test_the_add_form_counts_tokens_from_one_in_every_error() -> None:
         assert form.error.startswith("✗ token 3 = 99 is outside the vocabulary"), form.error
         await pilot.press("backspace", "backspace", *"x", "enter")
         assert form.error == "✗ prompt: token 3 must be a whole number, got 'x'"
+
+
+def test_a_whole_scenarios_replay_header_keeps_one_form_at_every_width() -> None:
+    # The counts change from frame to frame too (◌9 queued, then ◌10): the form is the one
+    # the widest frame needs, at every width.
+    recorded = Session(default_scenario())
+    while recorded.can_step():
+        recorded.step()
+    replay = Replay(parse_trace(trace_data(recorded)))
+    views = list(frame_views(replay.frames))
+    widest = widest_first_line(views)
+    forms = set()
+    for width in range(96, 140):
+        long_form = set()
+        for view in views:
+            shown = replace(view, replay=replace(view.replay, header_width=widest))
+            first = render_status(shown, [], width).plain.splitlines()[0]
+            long_form.add("read-only" in first)
+        assert len(long_form) == 1, width
+        forms |= long_form
+    assert forms == {True, False}
 
 
 async def test_a_replay_header_keeps_one_form_from_frame_to_frame() -> None:
