@@ -163,8 +163,10 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
     line = _fit(_second_line(view), None if width is None else width - SPARK_MIN_WIDTH, width)
     if width is not None and width - line.cell_len < SPARK_MIN_WIDTH:  # the budget goes first
         line = _fit(_second_line(view, budget=False), width - SPARK_MIN_WIDTH, width)
-    room = SPARK_WIDTH if width is None else min(SPARK_WIDTH, width - line.cell_len)
+    gap = "" if line.plain.endswith(" ") else " "  # pieces left out: off the last number
+    room = SPARK_WIDTH if width is None else min(SPARK_WIDTH, width - line.cell_len - len(gap))
     if room > 0:
+        line.append(gap)
         line.append(sparkline(committed, room) or "·", style="bold green")
     text.append_text(line)
     if view.replay is not None and view.replay.divergence:

@@ -12,7 +12,8 @@ from deepinfer_tui.replay import Replay, parse_trace, trace_data
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.session import Session
 from deepinfer_tui.widgets import BlockMap, StatusBar
-from deepinfer_tui.widgets.status import DescriptionLine
+from deepinfer_tui.widgets.status import DescriptionLine, render_status
+from deepinfer_tui.widgets.view import View
 from tests.app.helpers import (
     footer_keys,
     looks,
@@ -205,3 +206,16 @@ async def test_the_palette_key_follows_resizes() -> None:
         assert not await palette_shown(100)
         assert await palette_shown(110)
         assert not await palette_shown(109)
+
+
+def test_the_sparkline_never_touches_a_number_and_the_lines_fit() -> None:
+    # At 60 columns the pieces after "of 300" were left out and the sparkline followed it:
+    # "of 300▇█▇". A space keeps them apart, counted in the width.
+    session = Session(default_scenario())
+    while session.can_step():
+        session.step()
+        view = View(session.snapshot(), session.log())
+        for width in range(30, 130):
+            lines = render_status(view, [1, 2, 3, 4, 5], width).plain.splitlines()
+            assert all(len(line) <= width for line in lines), (width, lines)
+            assert not re.search(r"\d[▁▂▃▄▅▆▇█]", lines[1]), (width, lines[1])
