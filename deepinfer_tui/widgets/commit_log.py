@@ -241,6 +241,11 @@ class CommitLog(StyleOncePerRepaint, ScrollView, can_focus=True):
         self.scroll_end(animate=False, immediate=True, x_axis=False)
         self._following = True
 
+    def action_scroll_end(self) -> None:
+        # At once, not animated: a round arriving mid-way would find the log above its bottom
+        # and leave it there, as if the user had scrolled up to read.
+        self._scroll_to_newest()
+
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         if self.show_vertical_scrollbar:
             # Moved quietly first, so the base class's assignment changes nothing: the bar

@@ -438,6 +438,12 @@ async def test_the_log_keeps_its_place_while_the_user_reads_above() -> None:
         assert log.scroll_y == 0 and log.max_scroll_y > 0  # still where the user read
         await pilot.press("end", "space")
         assert log.scroll_y == log.max_scroll_y  # back at the bottom: it follows again
+        await pilot.press("home")
+        app.simulate_key("end")  # and a round at once, as a person presses end then space
+        app.simulate_key("space")
+        assert await wait_until(pilot, lambda: app.session.engine.tick == 6)
+        await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y  # end goes to the bottom at once, and follows
 
 
 def table_ids(table: RequestTable) -> list[str]:
