@@ -79,13 +79,13 @@ def export_notice(worker: Worker[object], diverged: bool) -> Notice | None:
 
 def file_listing(paths: list[Path]) -> str:
     """What follows "Wrote 5 files", short enough for a toast at 80x24: their folder once,
-    then their shared name and each ending (` in out/:` `default-t0001.{svg,html}`), else
+    then their shared name and each ending (` in out/:` `default-t0001.{svg, html}`), else
     one path a line."""
     folders = {p.parent for p in paths}
     names = [p.name.split(".", 1) for p in paths]
     if len(paths) < 2 or len(folders) != 1 or any(len(n) < 2 or n[0] != names[0][0] for n in names):
         return ":\n" + "\n".join(str(p) for p in paths)
-    endings = ",".join(ending for _, ending in names)
+    endings = ", ".join(ending for _, ending in names)  # spaced: a toast wraps between them
     return f" in {folders.pop()}{os.sep}:\n{names[0][0]}.{{{endings}}}"
 
 
@@ -196,4 +196,7 @@ class ExportActions:
             message = f"Screenshot failed: {error_message(error)}"
             self.notify(message, title="Screenshot", severity="error")
             return
-        self.notify(f"Screenshot saved: {target}", title="Screenshot")
+        # Its folder, then its name on a line of its own: a toast breaks a long line mid-word.
+        self.notify(
+            f"Screenshot saved in {target.parent}{os.sep}:\n{target.name}", title="Screenshot"
+        )

@@ -18,6 +18,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import DataTable, Input
+from textual.widgets._toast import Toast
 
 from deepinfer_tui.app import DebuggerApp
 from deepinfer_tui.collector import GC_PAUSE_LIMIT
@@ -853,7 +854,27 @@ async def test_the_export_notice_names_its_folder_once_and_fits_a_small_screen(
         heading, names = exported.message.split("\n")
         assert heading == f"Wrote {len(written)} files in {tmp_path}/:"
         stem, endings = names.removesuffix("}").split(".{")
-        assert sorted(f"{stem}.{ending}" for ending in endings.split(",")) == written
+        assert sorted(f"{stem}.{ending}" for ending in endings.split(", ")) == written
+
+
+@pytest.mark.parametrize("size", [(80, 24), (150, 40)])
+async def test_the_export_toast_breaks_its_file_list_between_names(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    # Issue 26: at 150 columns the toast read "trace.json,per" / "fetto.json}".
+    app = make_app(export_dir=tmp_path)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await pilot.press("space", "e")
+        await wait_until(pilot, lambda: any(n.title == "Exported" for n in app._notifications))
+        await pilot.pause()
+        (toast,) = [t for t in app.screen.query(Toast) if "Wrote" in str(t.render())]
+        drawn = [strip.text for strip in toast.render_lines(toast.region.reset_offset)]
+        endings = [p.name.split(".", 1)[1] for p in tmp_path.iterdir()]
+        for ending in endings:
+            assert any(re.search(rf"[{{ ]{re.escape(ending)}[,}}]", line) for line in drawn), (
+                ending,
+                drawn,
+            )
 
 
 @pytest.mark.parametrize("tampered", [False, True])

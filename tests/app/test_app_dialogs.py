@@ -163,7 +163,7 @@ async def test_ctrl_s_saves_the_screen_with_a_dialog_open(
         assert title.replace(" ", "&#160;") in written.read_text(encoding="utf-8")
         assert isinstance(app.screen, dialog)  # still open, its fields as they were
         assert {field.id: field.value for field in app.screen.query(Input)} == fields
-        assert messages(app) == [f"Screenshot saved: {written}"]
+        assert messages(app) == [f"Screenshot saved in {written.parent}/:\n{written.name}"]
 
 
 async def test_an_empty_max_tokens_field_takes_the_default_of_eight() -> None:
