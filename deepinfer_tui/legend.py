@@ -17,6 +17,8 @@ from rich.text import Text
 CACHE_HUE = "medium_purple1"
 HOT_STYLE = f"bold {CACHE_HUE}"
 WARM_STYLE = "light_slate_blue"
+# A finished request: a blue far from the cache's purples (the themes draw ANSI blue purple).
+FINISHED_HUE = "dodger_blue1"
 COLD_STYLE = "steel_blue1"
 
 
@@ -44,8 +46,8 @@ BLOCK_MARKS: dict[str, Mark] = {
 STATUS_MARKS: dict[str, Mark] = {
     "queued": Mark("◌", "yellow", "queued: waiting for a round"),
     "running": Mark("▶", "bold green", "running: admitted; computes in the next rounds"),
-    "length": Mark("✓", "blue", "finished: reached max tokens"),
-    "stop": Mark("✓", "blue", "finished: produced its EOS token"),
+    "length": Mark("✓", FINISHED_HUE, "finished: reached max tokens"),
+    "stop": Mark("✓", FINISHED_HUE, "finished: produced its EOS token"),
     "cancelled": Mark("✗", "red", "finished: cancelled"),
     "error": Mark("!", "bold red", "finished: failed with an error"),
 }

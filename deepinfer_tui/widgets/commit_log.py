@@ -22,7 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..describe import describe, plural
-from ..legend import CACHE_HUE
+from ..legend import CACHE_HUE, FINISHED_HUE
 from ..log_filter import explaining_evictions
 from ..log_view import log_still_holds
 from .render.quiet import scrollbar_held, set_scroll_extent, set_scrollbar
@@ -36,7 +36,7 @@ KIND_STYLES: dict[str, str] = {
     "publish": CACHE_HUE,
     "evict": "yellow",
     "preempt": "bold yellow",
-    "finished": "blue",
+    "finished": FINISHED_HUE,
     "step_aborted": "bold red",
     "note": "italic",
     "draft": "bright_black",

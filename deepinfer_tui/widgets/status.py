@@ -11,7 +11,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
-from ..legend import BLOCK_MARKS, STATUS_MARKS
+from ..legend import BLOCK_MARKS, FINISHED_HUE, STATUS_MARKS
 from ..log_view import log_still_holds
 from ..parsing import clip
 from .render.text_strips import fitting_line
@@ -231,7 +231,7 @@ def _first_line(view: View) -> list[_Piece]:
     done = f"{finished.symbol}{counts.get('finished', 0)}"
     first.append((f"{done} finished", done, finished.style))
     if session.get("finished"):
-        first.append((" · scenario complete", " · complete", "bold blue"))
+        first.append((" · scenario complete", " · complete", f"bold {FINISHED_HUE}"))
     return first
 
 

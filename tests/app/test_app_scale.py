@@ -311,15 +311,22 @@ def line_colour(app: DebuggerApp, widget: Widget, words: str) -> tuple[int, int,
 async def test_red_is_for_loss_alone_the_cache_has_its_own_hue_in_every_theme() -> None:
     app = make_app()
     async with app.run_test(size=(120, 60)) as pilot:
-        await pilot.press("space", "space")
         log = app.query_one(CommitLog)
-        for theme in ("textual-dark", "textual-light"):
-            app.theme = theme
-            await pilot.pause()
-            cancelled = line_colour(app, log, "finished: cancelled")
-            published = line_colour(app, log, "publish 4 positions")
-            distance = sum((a - b) ** 2 for a, b in zip(cancelled, published)) ** 0.5
-            assert distance > 100, (theme, cancelled, published)
+
+        async def apart(words: str) -> None:
+            for theme in ("textual-dark", "textual-light"):
+                app.theme = theme
+                await pilot.pause()
+                other = line_colour(app, log, words)
+                published = line_colour(app, log, "publish ")
+                distance = sum((a - b) ** 2 for a, b in zip(other, published)) ** 0.5
+                assert distance > 100, (theme, words, other, published)
+
+        await pilot.press("space", "space")
+        await apart("finished: cancelled")  # loss
+        while not any("finished: length" in line for line in log.lines):
+            await pilot.press("space")
+        await apart("finished: length")  # the end: neither loss nor the cache
 
 
 async def test_the_help_legend_defines_the_tables_and_headers_words_and_the_jargon() -> None:
