@@ -127,13 +127,22 @@ def timeline_lines(
     legend = _legend(width, set(SYMBOLS))
     if len(legend) + 2 + len(ids) > height:
         legend = _legend(width, shown_states)
-    rows = _window(ids, selected, max(1, height - len(legend) - 2))
+    # The window holds the selected request if it has a state in these rounds, else the
+    # first that has: rows of requests that ended long before them would be blank.
+    active = [i for i in ids if any(first <= r <= last for r in grid[i])]
+    room = max(1, height - len(legend) - 2)
+    rows = _window(ids, selected, room)
+    if active and selected not in active and len(ids) > room:
+        start = min(ids.index(active[0]), len(ids) - room)
+        rows = ids[start : start + room]
     lines = [*legend, *timeline_rows(grid, rows, (first, last), tick, name_width, selected)]
-    shown = f"requests {ids.index(rows[0]) + 1}-{ids.index(rows[-1]) + 1} of {len(ids)}"
-    if len(rows) == len(ids):
-        shown = f"{len(ids)} requests"
+    span = f"{ids.index(rows[0]) + 1}-{ids.index(rows[-1]) + 1} of {len(ids)}"
+    shown = f"{len(ids)} requests" if len(rows) == len(ids) else f"requests {span}"
     scroll = " · ← →" if first > 1 or last < newest else ""  # the pane's keys, when focused
     footer = Text(f"rounds {first}-{last} · {shown}{scroll}" if rows else "", style="bright_black")
+    if footer.cell_len > width and rows:  # short forms before a number is cut
+        shown = "" if len(rows) == len(ids) else f" · {span.replace(' of ', '/')}"
+        footer = Text(f"r{first}-{last}{shown}{scroll}", style="bright_black")
     footer.truncate(width, overflow="ellipsis")
     lines.append(footer)
     return lines

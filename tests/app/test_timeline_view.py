@@ -68,7 +68,7 @@ def test_a_narrow_pane_shows_the_newest_rounds() -> None:
     rows = {line[:2]: line[2:].rstrip() for line in shown}
     assert rows["c "] == "↺~▒↺↺✓"  # rounds 6-13 of c's ···▒↺↺~▒↺↺✓
     assert rows["r "] == "····|··▼"  # round 10 ruled, the current round (13) marked
-    assert shown[-1] == "rounds 6-…"  # cut to the pane's 10 cells
+    assert shown[-1] == "r6-13 · ←…"  # the short form, cut to the pane's 10 cells
 
 
 def test_a_short_pane_keeps_the_selected_row_and_only_the_states_on_screen() -> None:
@@ -111,6 +111,20 @@ def test_scrolled_back_the_columns_end_earlier_but_never_before_round_1() -> Non
     rows = {line[:2]: line[2:].rstrip() for line in shown}
     assert rows["c "] == "··▒↺↺~▒↺"  # rounds 2-9
     assert "▼" not in rows["r "]  # the current round is off to the right
-    assert shown[-1] == "rounds 2-…"
+    assert shown[-1] == "r2-9 · ← →"  # the short form fits the pane's 10 cells
     far = plain(timeline_lines(engine.trace, engine.tick, 10, 20, "c", order, back=50))
     assert {line[:2]: line[2:].rstrip() for line in far}["c "] == "···▒↺↺~▒"  # rounds 1-8
+
+
+def test_rows_of_requests_that_ended_before_the_rounds_shown_give_way() -> None:
+    # Issue 26's scenario at tick 112 listed request-1..21, long finished, with blank rows:
+    # the window holds the cursor's request only while it has a state in the rounds drawn.
+    engine = Engine(TinyModel(seed=2), config=EngineConfig(max_active=1))
+    ids = [engine.submit([1 + i, 2], max_tokens=2, request_id=f"r{i:02}") for i in range(12)]
+    while not engine.idle:
+        engine.step()
+    shown = plain(timeline_lines(engine.trace, engine.tick, 14, 8, "r00", ids))
+    rows = [line for line in shown if line[:3] in ids]
+    assert rows and all(line[3:].strip() for line in rows), shown  # none blank
+    near = plain(timeline_lines(engine.trace, engine.tick, 40, 8, "r00", ids))
+    assert "r00" in {line[:3] for line in near}  # wide enough for its rounds: it stays
