@@ -13,13 +13,15 @@ from rich.text import Text
 
 # Red is for loss and failure only (cancelled, dropped, rejected, rolled back, errors); the
 # prefix cache has hues of its own. Fixed 256-colour names, not ANSI ones: a theme maps ANSI
-# red and magenta to near-equal pinks, and these stay apart in every theme.
-CACHE_HUE = "medium_purple1"
+# red and magenta to near-equal pinks, and these stay apart in every theme. Each reads on the
+# dark and the light theme's background alike (contrast 2.8 or more; the lighter tints these
+# replaced read 1.3-2.3 on the light one).
+CACHE_HUE = "medium_purple3"
 HOT_STYLE = f"bold {CACHE_HUE}"
-WARM_STYLE = "light_slate_blue"
+WARM_STYLE = "royal_blue1"
 # A finished request: a blue far from the cache's purples (the themes draw ANSI blue purple).
-FINISHED_HUE = "dodger_blue1"
-COLD_STYLE = "steel_blue1"
+FINISHED_HUE = "dodger_blue2"
+COLD_STYLE = "steel_blue"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from rich.style import Style as RichStyle
 from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Static
@@ -23,7 +24,14 @@ from deepinfer_tui.cli.program import main
 from deepinfer_tui.columns import COLUMNS, ORDERS
 from deepinfer_tui.document import snapshot_document
 from deepinfer_tui.export import export_all
-from deepinfer_tui.legend import BLOCK_MARKS
+from deepinfer_tui.legend import (
+    BLOCK_MARKS,
+    CACHE_HUE,
+    COLD_STYLE,
+    FINISHED_HUE,
+    HOT_STYLE,
+    WARM_STYLE,
+)
 from deepinfer_tui.replay import Replay, parse_trace, trace_data
 from deepinfer_tui.scenario import default_scenario, parse_scenario
 from deepinfer_tui.screens.add_request import AddRequestScreen
@@ -327,6 +335,36 @@ async def test_red_is_for_loss_alone_the_cache_has_its_own_hue_in_every_theme() 
         while not any("finished: length" in line for line in log.lines):
             await pilot.press("space")
         await apart("finished: length")  # the end: neither loss nor the cache
+
+
+def contrast(one: tuple[int, int, int], two: tuple[int, int, int]) -> float:
+    """WCAG's contrast ratio of two colours."""
+
+    def luminance(rgb: tuple[int, int, int]) -> float:
+        def linear(value: int) -> float:
+            v = value / 255
+            return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+        red, green, blue = (linear(v) for v in rgb)
+        return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+    light, dark = sorted((luminance(one), luminance(two)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+async def test_the_cache_and_finished_hues_read_on_either_themes_background() -> None:
+    # Issue 26 asks to check the theme switch: steel_blue1 (cold) read 1.26 on the light one.
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        for theme in ("textual-dark", "textual-light"):
+            app.theme = theme
+            await pilot.pause()
+            background = app.screen.styles.background.rgb
+            for style in (CACHE_HUE, HOT_STYLE, WARM_STYLE, COLD_STYLE, FINISHED_HUE):
+                colour = RichStyle.parse(style).color
+                assert colour is not None
+                rgb = tuple(colour.get_truecolor(app.ansi_theme))
+                assert contrast(rgb, background) >= 2.8, (theme, style, rgb, background)
 
 
 async def test_the_help_legend_defines_the_tables_and_headers_words_and_the_jargon() -> None:
