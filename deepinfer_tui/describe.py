@@ -218,7 +218,7 @@ def _schedule(event: Event) -> str:
             parts.extend(
                 f"{entries[i]['request_id']} {plans[i]}" for i in range(first, first + length)
             )
-    of = f" of {budget}" if budget is not None else ""
+    of = f" of {budget:,}" if budget is not None else ""  # grouped, as the header and round view
     return f"schedule {plural(event['rows'], 'row')}{of}: " + ", ".join(parts)
 
 

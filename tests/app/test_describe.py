@@ -72,7 +72,7 @@ def test_a_schedule_of_many_alike_requests_folds_them_into_one_entry() -> None:
     parts[10] = part(11, prefill=40)
     line = describe({"kind": "schedule", "tick": 4, "rows": 128, "budget": 2048, "requests": parts})
     assert line == (
-        "t4 schedule 128 rows of 2048: r1 … r10 (10) decode 1 + draft 1, "
+        "t4 schedule 128 rows of 2,048: r1 … r10 (10) decode 1 + draft 1, "
         "r11 prefill 40 + draft 1, r12 … r64 (53) decode 1 + draft 1"
     )
     few = describe({"kind": "schedule", "tick": 1, "rows": 6, "requests": parts[:3]})
