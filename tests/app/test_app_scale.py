@@ -337,21 +337,6 @@ async def test_red_is_for_loss_alone_the_cache_has_its_own_hue_in_every_theme() 
         await apart("finished: length")  # the end: neither loss nor the cache
 
 
-def contrast(one: tuple[int, int, int], two: tuple[int, int, int]) -> float:
-    """WCAG's contrast ratio of two colours."""
-
-    def luminance(rgb: tuple[int, int, int]) -> float:
-        def linear(value: int) -> float:
-            v = value / 255
-            return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
-
-        red, green, blue = (linear(v) for v in rgb)
-        return 0.2126 * red + 0.7152 * green + 0.0722 * blue
-
-    light, dark = sorted((luminance(one), luminance(two)), reverse=True)
-    return (light + 0.05) / (dark + 0.05)
-
-
 async def test_the_cache_and_finished_hues_read_on_either_themes_background() -> None:
     # Issue 26 asks to check the theme switch: steel_blue1 (cold) read 1.26 on the light one.
     app = make_app()
@@ -398,12 +383,17 @@ def _luminance(rgb: tuple[int, int, int]) -> float:
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
 
+def contrast(one: tuple[int, int, int], two: tuple[int, int, int]) -> float:
+    """WCAG's contrast ratio of two colours."""
+    high, low = sorted((_luminance(one), _luminance(two)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
 def _contrast(app: DebuggerApp, segment: Any) -> float:
     """The WCAG contrast of a drawn segment's text on its background, in this theme."""
     fg = segment.style.color.get_truecolor(app.ansi_theme)
     bg = segment.style.bgcolor.get_truecolor(app.ansi_theme)
-    high, low = sorted((_luminance(fg), _luminance(bg)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
+    return contrast(tuple(fg), tuple(bg))
 
 
 async def test_a_footer_key_that_cannot_act_now_is_clearly_dim() -> None:
@@ -412,15 +402,15 @@ async def test_a_footer_key_that_cannot_act_now_is_clearly_dim() -> None:
         for theme in ("textual-dark", "textual-light"):
             app.theme = theme
             await pilot.pause()
-            contrast = {}
+            shown = {}
             for key in app.screen.query("FooterKey"):
                 if key.region.width and key.key in ("u", "space"):  # undo: nothing to undo yet
                     (strip,) = key.render_lines(key.region.reset_offset)
                     segments = [s for s in strip if s.text.strip()]
-                    contrast[key.key] = [_contrast(app, s) for s in segments]
+                    shown[key.key] = [_contrast(app, s) for s in segments]
             assert app.check_action("undo", ()) is None and app.check_action("step", ())
-            for dim, lit in zip(contrast["u"], contrast["space"]):
-                assert dim < 2.5 and dim < 0.7 * lit, (theme, contrast)
+            for dim, lit in zip(shown["u"], shown["space"]):
+                assert dim < 2.5 and dim < 0.7 * lit, (theme, shown)
 
 
 def evicting_app() -> DebuggerApp:
