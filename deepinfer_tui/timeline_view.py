@@ -127,14 +127,15 @@ def timeline_lines(
     legend = _legend(width, set(SYMBOLS))
     if len(legend) + 2 + len(ids) > height:
         legend = _legend(width, shown_states)
-    # The window holds the selected request if it has a state in these rounds, else the
-    # first that has: rows of requests that ended long before them would be blank.
-    active = [i for i in ids if any(first <= r <= last for r in grid[i])]
     room = max(1, height - len(legend) - 2)
     rows = _window(ids, selected, room)
-    if active and selected not in active and len(ids) > room:
-        start = min(ids.index(active[0]), len(ids) - room)
-        rows = ids[start : start + room]
+    if len(ids) > room:
+        # The window holds the selected request if it has a state in these rounds, else the
+        # first that has: rows of requests that ended long before them would be blank.
+        active = [i for i in ids if any(first <= r <= last for r in grid[i])]
+        if active and selected not in active:
+            start = min(ids.index(active[0]), len(ids) - room)
+            rows = ids[start : start + room]
     lines = [*legend, *timeline_rows(grid, rows, (first, last), tick, name_width, selected)]
     span = f"{ids.index(rows[0]) + 1}-{ids.index(rows[-1]) + 1} of {len(ids)}"
     shown = f"{len(ids)} requests" if len(rows) == len(ids) else f"requests {span}"

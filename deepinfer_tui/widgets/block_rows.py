@@ -42,6 +42,7 @@ def compact_lines(
     via `slot_lines` when blocks are small); `holders_of(block)` says who holds a shared one."""
     lines: list[Text] = []
     run: list[Block] = []
+    run_kind: tuple[Any, ...] = ()  # the run's blocks' kind, once it has any
 
     def flush() -> None:
         if len(run) >= FOLD_FROM:
@@ -59,9 +60,11 @@ def compact_lines(
             else:
                 lines.append(_range_line(block, block_size, holders_of))
             continue
-        if run and _kind(run[-1], block_size, holders_of) != _kind(block, block_size, holders_of):
+        kind = _kind(block, block_size, holders_of)
+        if run and kind != run_kind:
             flush()
         run.append(block)
+        run_kind = kind
     flush()
     return lines
 

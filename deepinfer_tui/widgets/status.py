@@ -153,11 +153,8 @@ def render_status(view: View, committed: Sequence[int], width: int | None = None
     text = Text()  # each line fits; a replay's divergence wraps below them
     # A replay's header takes the form its widest frame needs, in every frame: else it
     # switches between its long and short forms as the label and the counts change.
-    first = _first_line(view)
-    slack = 0
-    if view.replay is not None:
-        slack = view.replay.header_width - _joined(first, short=False).cell_len
-    text.append_text(_fit(first, width, slack=max(slack, 0)))
+    widest = 0 if view.replay is None else view.replay.header_width
+    text.append_text(_fit(_first_line(view), width, widest=widest))
     text.append("\n")
     # The short forms leave the sparkline at least SPARK_MIN_WIDTH rounds where they can.
     line = _fit(_second_line(view), None if width is None else width - SPARK_MIN_WIDTH, width)
@@ -279,13 +276,16 @@ def _budget_used(view: View) -> str | None:
     return None
 
 
-def _fit(pieces: list[_Piece], width: int | None, limit: int | None = None, slack: int = 0) -> Text:
+def _fit(
+    pieces: list[_Piece], width: int | None, limit: int | None = None, widest: int = 0
+) -> Text:
     """One header line: in full if it fits `width`, else in its short forms within `limit`
     (default: `width`), leaving out whole pieces from the end if need be: a number is shown
-    whole or not at all; `slack`: cells the full form must leave free. A line never wraps,
+    whole or not at all; `widest`: cells the full form needs at least (a replay's widest
+    frame), so every frame takes the same form. A line never wraps,
     so the header keeps its height."""
     full = _joined(pieces, short=False)
-    if width is None or full.cell_len + slack <= width:
+    if width is None or max(full.cell_len, widest) <= width:
         return full
     cut = width if limit is None else limit
     kept = list(pieces)
